@@ -1,0 +1,80 @@
+"""The one interface every per-rank backend (torch.distributed, NCCL, MPI) implements.
+
+A backend allocates buffers, launches one collective, and times a loop of them; the
+shared harness (:mod:`gpulane.collectives.harness`) does everything else: warm-up,
+checks, statistics and result rows.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from gpulane.collectives.pattern import Array, ArrayOps
+from gpulane.collectives.spec import Point
+
+
+class Control(Protocol):
+    """A side channel between ranks for results and agreement (not what is measured)."""
+
+    def gather(self, obj: Any) -> list[Any] | None: ...  # list on rank 0, None elsewhere
+    def broadcast(self, obj: Any) -> Any: ...  # rank 0's object on every rank
+    def barrier(self) -> None: ...
+
+
+@dataclass
+class Buffers:
+    send: Array  # the send region (a view into `storage` when in place)
+    recv: Array  # the receive region
+    storage: list[Array]  # what was allocated
+
+
+class Backend(ABC):
+    name: str  # result rows' `backend`, e.g. torch-nccl
+    ops: ArrayOps
+    control: Control
+    rank: int
+    world_size: int
+    on_device: bool  # buffers in GPU memory, timed with device events
+
+    @abstractmethod
+    def empty(self, n: int, dtype: str) -> Array:
+        """An uninitialised array of n elements of the nccl-tests dtype name."""
+
+    @abstractmethod
+    def launch(self, point: Point, bufs: Buffers) -> None:
+        """Issue one collective (asynchronously where the backend allows)."""
+
+    @abstractmethod
+    def time_loop(self, fn: Callable[[], None], iters: int) -> list[float]:
+        """Seconds taken by each of ``iters`` calls of fn (device time where there is one)."""
+
+    def time_graph(self, fn: Callable[[], None], iters: int, launches: int) -> list[float]:
+        """Seconds per call of fn when ``iters`` calls are captured once and replayed."""
+        raise NotImplementedError(f"{self.name} has no graph mode")
+
+    def supports(self, point: Point, in_place: bool) -> str | None:
+        """None when the backend can run this point, else the reason it cannot."""
+        return None
+
+    def synchronize(self) -> None:  # noqa: B027 - host backends have nothing to wait for
+        """Wait until everything issued has finished."""
+
+    def versions(self) -> dict[str, str]:
+        return {}
+
+    def close(self) -> None:  # noqa: B027 - optional
+        """Release communicators."""
+
+    def allocate(self, point: Point, in_place: bool) -> Buffers:
+        c = point.counts
+        if in_place:
+            whole = self.empty(max(point.buffer_elements(self.rank), 1), point.dtype)
+            so = c.send_inplace_offset * self.rank
+            ro = c.recv_inplace_offset * self.rank
+            return Buffers(whole[so : so + c.send], whole[ro : ro + c.recv], [whole])
+        send = self.empty(max(c.send, 1), point.dtype)[: c.send]
+        recv = self.empty(max(c.recv, 1), point.dtype)[: c.recv]
+        return Buffers(send, recv, [send, recv])

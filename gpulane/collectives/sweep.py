@@ -1,0 +1,157 @@
+"""The per-rank sweep job: the same code under the local launcher, torchrun, srun or mpirun."""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Callable
+from typing import Any
+
+from gpulane import __version__
+from gpulane.collectives.backend import Backend
+from gpulane.collectives.harness import measure, summarize
+from gpulane.collectives.plan import build_plan, point_label
+from gpulane.collectives.spec import Point
+from gpulane.errors import InputError
+from gpulane.launch.context import RankContext
+from gpulane.record import Row, RowWriter
+
+# backend config name -> class implementing gpulane.collectives.backend.Backend
+BACKENDS = {
+    "torch": "gpulane.collectives.torch_backend:TorchBackend",
+    "nccl": "gpulane.collectives.nccl_backend:NcclBackend",
+    "mpi": "gpulane.collectives.mpi_backend:MpiBackend",
+}
+
+ENV_PREFIXES = ("NCCL_", "TORCH_NCCL", "CUDA_VISIBLE_DEVICES", "GLOO_", "OMPI_MCA", "UCX_")
+
+
+def shaping_env(env: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment variables that shape a result (NCCL_*, ...), for the rows."""
+    env = dict(os.environ) if env is None else env
+    return {k: v for k, v in sorted(env.items()) if k.startswith(ENV_PREFIXES)}
+
+
+def make_backend(cfg: Any, ctx: RankContext) -> Backend:
+    name = str(cfg.backend.name)
+    if name not in BACKENDS:
+        raise InputError(
+            f"backend: {name!r} runs no ranks of its own here; use one of {list(BACKENDS)}"
+        )
+    module, cls = BACKENDS[name].split(":")
+    backend_cls = getattr(importlib.import_module(module), cls)
+    return backend_cls(ctx, device=str(cfg.device), timeout_s=float(cfg.timeout_s))  # type: ignore[no-any-return]
+
+
+def preflight(backend: Backend, cfg: Any, points: list[Point]) -> None:
+    """Try each (collective, dtype, redop) once on a tiny buffer, before measuring anything.
+
+    A backend that cannot do one (gloo and int avg, say) stops the run with one line
+    saying which and what to choose instead, on every rank alike.
+    """
+    seen: set[tuple[str, str, str]] = set()
+    problems: list[str] = []
+    for p in points:
+        key = (p.op, p.dtype, p.redop)
+        if key in seen:
+            continue
+        seen.add(key)
+        places = [ip for ip in (True, False) if backend.supports(p, ip) is None]
+        if not places:
+            problems.append(f"{p.op}: {backend.supports(p, True)}")
+            continue
+        from gpulane.collectives.spec import plan_point
+
+        tiny = plan_point(
+            p.op, 64 * p.nranks * p.dt.itemsize, p.dtype, p.redop, max(p.root, 0), p.nranks
+        )
+        try:
+            bufs = backend.allocate(tiny, places[0])
+            backend.launch(tiny, bufs)
+            backend.synchronize()
+        except Exception as err:  # the backend's own words say what it cannot do
+            reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            problems.append(f"{p.op} {p.dtype} {p.redop}: {reason}")
+    everyone = backend.control.gather(problems)
+    verdict = backend.control.broadcast(
+        sorted({x for ps in everyone for x in ps}) if everyone is not None else None
+    )
+    if verdict:
+        raise InputError(
+            f"{backend.name} cannot run {'; '.join(verdict)} "
+            "(choose another dtype, redop or collective, or another backend)"
+        )
+
+
+def run_rank(cfg: Any, ctx: RankContext, on_row: Callable[[Row], None] | None = None) -> None:
+    backend = make_backend(cfg, ctx)
+    try:
+        _sweep(cfg, ctx, backend, on_row)
+    finally:
+        backend.close()
+
+
+def _sweep(
+    cfg: Any, ctx: RankContext, backend: Backend, on_row: Callable[[Row], None] | None
+) -> None:
+    plan = build_plan(cfg, backend.on_device)
+    points = [p for _, p in plan.points(ctx.world_size)]
+    preflight(backend, cfg, points)
+    writer = RowWriter(ctx.run_dir) if ctx.is_leader else None
+    env = shaping_env()
+    versions = {"gpulane": __version__, **backend.versions()}
+    corrupt_rank = cfg.get("corrupt_rank")
+    index = 0
+    for point in points:
+        runnable = [ip for ip in plan.placements if backend.supports(point, ip) is None]
+        for in_place in runnable:
+            ctx.heartbeat(index, point_label(point, in_place))
+            index += 1
+            m = measure(backend, point, in_place, plan.timing, corrupt=corrupt_rank == ctx.rank)
+            gathered = backend.control.gather(m)
+            if writer is None or gathered is None:
+                continue
+            s = summarize(point, gathered)
+            wrong = s.wrong or 0
+            row = Row(
+                run_id=str(cfg.run_id),
+                kind="collective",
+                backend=backend.name,
+                op=point.op,
+                build=str(cfg.build),
+                host=ctx.host,
+                nodes=int(cfg.get("nodes") or 1),
+                world_size=ctx.world_size,
+                dtype=point.dtype,
+                redop=point.redop,
+                root=point.root,
+                in_place=in_place,
+                size_bytes=point.size_bytes,
+                count=point.count,
+                graph=plan.timing.graph,
+                iters=plan.timing.iters,
+                time_us=s.time_us,
+                time_us_p50=s.time_us_p50,
+                time_us_p99=s.time_us_p99,
+                algbw_gbps=s.algbw_gbps,
+                busbw_gbps=s.busbw_gbps,
+                wrong=s.wrong,
+                path=cfg.get("path"),
+                source="measured",
+                env=env,
+                versions=versions,
+                extra={
+                    "requested_bytes": point.requested_bytes,
+                    "placements": len(runnable),
+                    "launcher": ctx.info.launcher,
+                },
+                status="ok" if wrong == 0 else "error",
+                error=None if wrong == 0 else f"{wrong} wrong elements",
+            )
+            writer.write(row)
+            if on_row is not None:
+                on_row(row)
+    ctx.heartbeat(index, "done")
+    backend.control.barrier()
+    if writer is not None:
+        writer.close()

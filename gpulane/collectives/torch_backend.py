@@ -1,0 +1,240 @@
+"""torch.distributed backend: NCCL on GPUs, gloo on CPUs.
+
+torch's API is in-place for all_reduce, broadcast and reduce and out-of-place for
+alltoall and sendrecv, so only those placements are measured for them (the table
+shows n/a for the other); all_gather and reduce_scatter run both ways, in-place
+through views into one buffer exactly as nccl-tests lays them out.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+from gpulane.collectives.backend import Backend, Buffers
+from gpulane.collectives.pattern import Array
+from gpulane.collectives.spec import DTYPES, Point
+from gpulane.errors import MissingComponent
+from gpulane.launch.context import RankContext
+
+IN_PLACE_ONLY = {"all_reduce", "broadcast", "reduce"}
+OUT_OF_PLACE_ONLY = {"alltoall", "sendrecv"}
+UNSUPPORTED = {"gather", "scatter"}
+
+
+class TorchOps:
+    def __init__(self, torch: Any, device: Any) -> None:
+        self.torch = torch
+        self.device = device
+
+    def arange(self, lo: int, hi: int) -> Array:
+        return self.torch.arange(lo, hi, dtype=self.torch.int64, device=self.device)
+
+    def minimum(self, a: Array, b: Array) -> Array:
+        return self.torch.minimum(a, b)
+
+    def maximum(self, a: Array, b: Array) -> Array:
+        return self.torch.maximum(a, b)
+
+    def write(self, buf: Array, lo: int, values: Array) -> None:
+        buf[lo : lo + values.numel()].copy_(values)
+
+    def zero(self, buf: Array) -> None:
+        buf.zero_()
+
+    def count_mismatch(self, buf: Array, lo: int, expected: Array, tol: float) -> int:
+        got = buf[lo : lo + expected.numel()].to(self.torch.float64)
+        diff = (got - expected.to(self.torch.float64)).abs()
+        if tol:
+            diff = diff / expected.to(self.torch.float64).abs().clamp(min=1.0)
+        return int((diff > tol).sum().item())
+
+
+class TorchControl:
+    """Results travel over a gloo group beside the measured one, so NCCL streams stay clean."""
+
+    def __init__(self, dist: Any, group: Any) -> None:
+        self.dist = dist
+        self.group = group
+
+    def gather(self, obj: Any) -> list[Any] | None:
+        out: list[Any] = [None] * self.dist.get_world_size()
+        self.dist.all_gather_object(out, obj, group=self.group)
+        return out if self.dist.get_rank() == 0 else None
+
+    def broadcast(self, obj: Any) -> Any:
+        box = [obj]
+        self.dist.broadcast_object_list(box, src=0, group=self.group)
+        return box[0]
+
+    def barrier(self) -> None:
+        self.dist.barrier(group=self.group)
+
+
+class TorchBackend(Backend):
+    def __init__(self, ctx: RankContext, device: str = "auto", timeout_s: float = 300.0) -> None:
+        try:
+            import torch
+            import torch.distributed as dist
+        except ImportError as err:
+            raise MissingComponent(
+                "torch is not installed; install it with `pip install 'gpulane[torch]'`"
+            ) from err
+        self.torch = torch
+        self.dist = dist
+        use_cuda = device == "cuda" or (device == "auto" and torch.cuda.is_available())
+        if use_cuda:
+            if not torch.cuda.is_available():
+                raise MissingComponent("device=cuda but torch sees no GPU; use device=cpu")
+            if ctx.local_rank >= torch.cuda.device_count():
+                raise MissingComponent(
+                    f"rank {ctx.rank} wants GPU {ctx.local_rank} but this host has "
+                    f"{torch.cuda.device_count()}; run with fewer ranks"
+                )
+            torch.cuda.set_device(ctx.local_rank)
+            self.device = torch.device("cuda", ctx.local_rank)
+            pg_backend = "nccl"
+        else:
+            self.device = torch.device("cpu")
+            pg_backend = "gloo"
+        self.name = f"torch-{pg_backend}"
+        self.on_device = use_cuda
+        self.rank = ctx.rank
+        self.world_size = ctx.world_size
+        kwargs: dict[str, Any] = {"timeout": timedelta(seconds=timeout_s)}
+        if use_cuda:
+            kwargs["device_id"] = self.device
+        dist.init_process_group(
+            backend=pg_backend,
+            rank=ctx.rank,
+            world_size=ctx.world_size,
+            init_method=_init_method(ctx),
+            **kwargs,
+        )
+        control_group = dist.new_group(backend="gloo") if use_cuda else dist.group.WORLD
+        self.control = TorchControl(dist, control_group)
+        self.ops = TorchOps(torch, self.device)
+        self._redops = {
+            "sum": dist.ReduceOp.SUM,
+            "prod": dist.ReduceOp.PRODUCT,
+            "max": dist.ReduceOp.MAX,
+            "min": dist.ReduceOp.MIN,
+            "avg": dist.ReduceOp.AVG,
+        }
+
+    # -- buffers and launch ---------------------------------------------------------
+    def empty(self, n: int, dtype: str) -> Array:
+        return self.torch.empty(
+            n, dtype=getattr(self.torch, DTYPES[dtype].torch_name), device=self.device
+        )
+
+    def supports(self, point: Point, in_place: bool) -> str | None:
+        if point.op in UNSUPPORTED:
+            return f"torch.distributed has no {point.op} on tensors of one buffer"
+        if in_place and point.op in OUT_OF_PLACE_ONLY:
+            return f"torch.distributed's {point.op} is out-of-place only"
+        if not in_place and point.op in IN_PLACE_ONLY:
+            return f"torch.distributed's {point.op} is in-place only"
+        return None
+
+    def launch(self, point: Point, bufs: Buffers) -> None:
+        dist, op = self.dist, point.op
+        if op == "all_reduce":
+            dist.all_reduce(bufs.recv, op=self._redops[point.redop])
+        elif op == "all_gather":
+            dist.all_gather_into_tensor(bufs.recv, bufs.send)
+        elif op == "reduce_scatter":
+            dist.reduce_scatter_tensor(bufs.recv, bufs.send, op=self._redops[point.redop])
+        elif op == "alltoall":
+            dist.all_to_all_single(bufs.recv, bufs.send)
+        elif op == "broadcast":
+            dist.broadcast(bufs.recv, src=point.root)
+        elif op == "reduce":
+            dist.reduce(bufs.recv, dst=point.root, op=self._redops[point.redop])
+        elif op == "sendrecv":
+            n = self.world_size
+            works = dist.batch_isend_irecv(
+                [
+                    dist.P2POp(dist.isend, bufs.send, (self.rank + 1) % n),
+                    dist.P2POp(dist.irecv, bufs.recv, (self.rank - 1) % n),
+                ]
+            )
+            if not self.on_device:
+                for w in works:
+                    w.wait()
+        else:
+            raise ValueError(op)
+
+    def allocate(self, point: Point, in_place: bool) -> Buffers:
+        bufs = super().allocate(point, in_place)
+        if in_place and point.op in IN_PLACE_ONLY:
+            # torch's single-tensor API: the send region is the receive region.
+            bufs.send = bufs.recv
+        return bufs
+
+    # -- timing ---------------------------------------------------------------------
+    def synchronize(self) -> None:
+        if self.on_device:
+            self.torch.cuda.synchronize(self.device)
+
+    def time_loop(self, fn: Callable[[], None], iters: int) -> list[float]:
+        if not self.on_device:
+            out = []
+            for _ in range(iters):
+                t0 = time.perf_counter()
+                fn()
+                out.append(time.perf_counter() - t0)
+            return out
+        cuda = self.torch.cuda
+        events = [cuda.Event(enable_timing=True) for _ in range(iters + 1)]
+        events[0].record()
+        for i in range(iters):
+            fn()
+            events[i + 1].record()
+        cuda.synchronize(self.device)
+        return [events[i].elapsed_time(events[i + 1]) / 1e3 for i in range(iters)]
+
+    def time_graph(self, fn: Callable[[], None], iters: int, launches: int) -> list[float]:
+        if not self.on_device:
+            raise NotImplementedError("graph mode needs CUDA (CUDA graphs); set graph=false on CPU")
+        cuda = self.torch.cuda
+        graph = cuda.CUDAGraph()
+        with cuda.graph(graph):
+            for _ in range(iters):
+                fn()
+        graph.replay()  # first replay uploads the graph; keep it out of the timing
+        cuda.synchronize(self.device)
+        self.control.barrier()
+        events = [cuda.Event(enable_timing=True) for _ in range(launches + 1)]
+        events[0].record()
+        for i in range(launches):
+            graph.replay()
+            events[i + 1].record()
+        cuda.synchronize(self.device)
+        del graph
+        return [events[i].elapsed_time(events[i + 1]) / 1e3 / iters for i in range(launches)]
+
+    def versions(self) -> dict[str, str]:
+        v = {"torch": str(self.torch.__version__)}
+        if self.on_device:
+            try:
+                major, minor, patch = self.torch.cuda.nccl.version()[:3]
+                v["nccl"] = f"{major}.{minor}.{patch}"
+            except Exception:
+                pass
+            v["cuda"] = str(self.torch.version.cuda)
+            v["gpu"] = self.torch.cuda.get_device_name(self.device)
+        return v
+
+    def close(self) -> None:
+        if self.dist.is_initialized():
+            self.dist.destroy_process_group()
+
+
+def _init_method(ctx: RankContext) -> str:
+    addr = ctx.info.master_addr or os.environ.get("MASTER_ADDR", "127.0.0.1")
+    port = ctx.info.master_port or int(os.environ.get("MASTER_PORT", "29500"))
+    return f"tcp://{addr}:{port}"

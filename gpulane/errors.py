@@ -1,0 +1,46 @@
+"""Errors a user can act on.
+
+Anything raised as a :class:`GpulaneError` is shown as one line (no traceback) by the
+command line, and the process exits with the error's ``exit_code``.
+"""
+
+from __future__ import annotations
+
+
+class GpulaneError(Exception):
+    """An error whose message tells the user what is wrong and what to do."""
+
+    exit_code = 2
+
+
+class InputError(GpulaneError):
+    """Bad input: a configuration value, a file, a command-line argument."""
+
+    exit_code = 2
+
+
+class ParseError(InputError):
+    """A file that cannot be read as what it claims to be.
+
+    ``source`` names the file (or ``<text>``) and ``line`` the 1-based line number
+    where reading stopped, when known.
+    """
+
+    def __init__(self, message: str, source: str = "<text>", line: int | None = None) -> None:
+        self.source = source
+        self.line = line
+        where = source if line is None else f"{source}:{line}"
+        super().__init__(f"{where}: {message}")
+        self.reason = message
+
+
+class RunFailed(GpulaneError):
+    """A run that started but could not finish (a rank died, hung, or a backend failed)."""
+
+    exit_code = 1
+
+
+class MissingComponent(GpulaneError):
+    """A component that is not installed or not reachable (NCCL, MPI, a GPU, nccl-tests)."""
+
+    exit_code = 2

@@ -1,0 +1,77 @@
+"""What a rank knows about itself and its run, and how it shows it is alive."""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpulane.launch.env import RankInfo, hostname
+
+HEARTBEAT_DIR = ".heartbeat"
+LOG_DIR = "logs"
+
+
+@dataclass
+class RankContext:
+    info: RankInfo
+    run_dir: Path
+    host: str
+
+    @property
+    def rank(self) -> int:
+        return self.info.rank
+
+    @property
+    def world_size(self) -> int:
+        return self.info.world_size
+
+    @property
+    def local_rank(self) -> int:
+        return self.info.local_rank
+
+    @property
+    def is_leader(self) -> bool:
+        return self.info.rank == 0
+
+    def heartbeat(self, index: int, label: str) -> None:
+        """Record that this rank reached point ``index`` (read by the launcher's watchdog)."""
+        write_heartbeat(self.run_dir, self.rank, index, label, self.host)
+
+
+def make_context(info: RankInfo, run_dir: str | os.PathLike[str]) -> RankContext:
+    return RankContext(info=info, run_dir=Path(run_dir), host=hostname())
+
+
+@dataclass(frozen=True)
+class Heartbeat:
+    rank: int
+    index: int
+    label: str
+    host: str
+    pid: int
+    at: float
+
+
+def write_heartbeat(run_dir: Path, rank: int, index: int, label: str, host: str) -> None:
+    d = run_dir / HEARTBEAT_DIR
+    d.mkdir(parents=True, exist_ok=True)
+    tmp = d / f".rank-{rank}.tmp"
+    tmp.write_text(f"{index}\t{time.time():.3f}\t{os.getpid()}\t{host}\t{label}\n")
+    os.replace(tmp, d / f"rank-{rank}")
+
+
+def read_heartbeats(run_dir: Path) -> dict[int, Heartbeat]:
+    out: dict[int, Heartbeat] = {}
+    d = run_dir / HEARTBEAT_DIR
+    if not d.is_dir():
+        return out
+    for f in d.glob("rank-*"):
+        try:
+            index, at, pid, host, label = f.read_text().rstrip("\n").split("\t", 4)
+            rank = int(f.name.split("-", 1)[1])
+            out[rank] = Heartbeat(rank, int(index), label, host, int(pid), float(at))
+        except (OSError, ValueError):
+            continue
+    return out

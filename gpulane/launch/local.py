@@ -1,0 +1,209 @@
+"""Local launcher: N rank processes on this machine, a free-port rendezvous, and a watchdog.
+
+The watchdog ends the whole run when a rank dies (naming it, its exit status or signal,
+and the last line it wrote) or when no rank makes progress for ``timeout_s`` (naming the
+ranks that did not arrive at the point the others are waiting in).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gpulane.launch.context import LOG_DIR, read_heartbeats
+from gpulane.launch.env import free_port
+
+POLL_S = 0.1
+
+
+@dataclass
+class LaunchResult:
+    returncodes: dict[int, int | None]
+    failure: str | None = None  # what went wrong, in words; None when every rank exited 0
+    failed_ranks: list[int] = field(default_factory=list)
+    stalled_at: str | None = None  # label of the point where the run stopped, if known
+
+    @property
+    def ok(self) -> bool:
+        return self.failure is None
+
+
+def log_path(run_dir: Path, rank: int) -> Path:
+    return run_dir / LOG_DIR / f"rank-{rank}.log"
+
+
+def tail(path: Path, lines: int = 5) -> str:
+    try:
+        text = path.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    # Warnings from libraries are noise next to the error a user needs.
+    useful = [ln for ln in text if ln.strip() and "Warning" not in ln]
+    return "\n".join(useful[-lines:])
+
+
+def describe_exit(code: int) -> str:
+    if code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with status {code}"
+
+
+def launch_local(
+    job: str,
+    run_dir: Path,
+    nprocs: int,
+    env: Mapping[str, str] | None = None,
+    timeout_s: float = 300.0,
+    on_poll: Callable[[], None] | None = None,
+    startup_s: float = 120.0,
+) -> LaunchResult:
+    """Start ``nprocs`` ranks of ``job`` and wait for them under the watchdog."""
+    (run_dir / LOG_DIR).mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    procs: dict[int, subprocess.Popen[bytes]] = {}
+    logs = []
+    base_env = {**os.environ, **(env or {})}
+    for rank in range(nprocs):
+        rank_env = {
+            **base_env,
+            "RANK": str(rank),
+            "WORLD_SIZE": str(nprocs),
+            "LOCAL_RANK": str(rank),
+            "LOCAL_WORLD_SIZE": str(nprocs),
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(port),
+            "GPULANE_LAUNCHER": "gpulane",
+            "PYTHONUNBUFFERED": "1",
+        }
+        fh = open(log_path(run_dir, rank), "wb")  # noqa: SIM115 - closed below
+        logs.append(fh)
+        procs[rank] = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "gpulane.launch.worker",
+                "--job",
+                job,
+                "--run-dir",
+                str(run_dir),
+            ],
+            env=rank_env,
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+    try:
+        return _watch(procs, run_dir, timeout_s, startup_s, on_poll)
+    finally:
+        _kill_all(procs)
+        for fh in logs:
+            fh.close()
+
+
+def _watch(
+    procs: dict[int, subprocess.Popen[bytes]],
+    run_dir: Path,
+    timeout_s: float,
+    startup_s: float,
+    on_poll: Callable[[], None] | None,
+) -> LaunchResult:
+    started = time.monotonic()
+    first_failure: tuple[int, int] | None = None
+    failure_seen_at = 0.0
+    while True:
+        if on_poll is not None:
+            on_poll()
+        codes = {r: p.poll() for r, p in procs.items()}
+        if all(c == 0 for c in codes.values()):
+            return LaunchResult(codes)
+        failed = {r: c for r, c in codes.items() if c not in (None, 0)}
+        if failed and first_failure is None:
+            # The first rank seen dead is the cause; the others fail because it is gone.
+            # A rank killed by a signal is preferred over one that raised because a peer left.
+            r = min(failed, key=lambda k: (failed[k] >= 0, k))  # type: ignore[operator]
+            first_failure = (r, failed[r])  # type: ignore[assignment]
+            failure_seen_at = time.monotonic()
+        if first_failure is not None:
+            alive = [r for r, c in codes.items() if c is None]
+            # Give the others a moment to exit by themselves, then end them.
+            if not alive or time.monotonic() - failure_seen_at > 3.0:
+                _kill_all(procs)
+                return _failure_result(procs, run_dir, first_failure)
+        else:
+            stalled = _stalled(run_dir, len(procs), started, timeout_s, startup_s)
+            if stalled is not None:
+                _kill_all(procs)
+                message, ranks, label = stalled
+                codes = {r: p.poll() for r, p in procs.items()}
+                return LaunchResult(codes, message, ranks, label)
+        time.sleep(POLL_S)
+
+
+def _failure_result(
+    procs: dict[int, subprocess.Popen[bytes]], run_dir: Path, first: tuple[int, int]
+) -> LaunchResult:
+    rank, code = first
+    beats = read_heartbeats(run_dir)
+    where = beats[rank].label if rank in beats else None
+    message = f"rank {rank} (pid {procs[rank].pid}) {describe_exit(code)}"
+    if where and where != "started":
+        message += f" during {where}"
+    last = tail(log_path(run_dir, rank), 3)
+    if last:
+        message += f"; its last output: {last.splitlines()[-1].strip()}"
+    message += f" (log: {log_path(run_dir, rank)})"
+    codes = {r: p.poll() for r, p in procs.items()}
+    return LaunchResult(codes, message, [rank], where)
+
+
+def _stalled(
+    run_dir: Path, nprocs: int, started: float, timeout_s: float, startup_s: float
+) -> tuple[str, list[int], str | None] | None:
+    beats = read_heartbeats(run_dir)
+    now = time.time()
+    elapsed = time.monotonic() - started
+    if len(beats) < nprocs:
+        if elapsed > startup_s:
+            missing = sorted(set(range(nprocs)) - set(beats))
+            return (
+                f"ranks {missing} did not start within {startup_s:.0f} s (see {run_dir / LOG_DIR})",
+                missing,
+                None,
+            )
+        return None
+    latest = max(b.at for b in beats.values())
+    limit = timeout_s if max(b.index for b in beats.values()) >= 0 else startup_s
+    if now - latest <= limit:
+        return None
+    front = max(b.index for b in beats.values())
+    label = next(b.label for b in beats.values() if b.index == front)
+    behind = sorted(r for r, b in beats.items() if b.index < front)
+    if behind:
+        who = ", ".join(
+            f"rank {r} on {beats[r].host} (pid {beats[r].pid}, last at {beats[r].label})"
+            for r in behind
+        )
+        message = f"no progress for {limit:.0f} s at {label}: {who} did not arrive"
+    else:
+        message = f"no progress for {limit:.0f} s: all {nprocs} ranks are waiting in {label}"
+    return message + "; ended all ranks", behind or sorted(beats), label
+
+
+def _kill_all(procs: dict[int, subprocess.Popen[bytes]]) -> None:
+    for p in procs.values():
+        if p.poll() is None:
+            p.kill()
+    for p in procs.values():
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
