@@ -71,7 +71,6 @@ def measure(
             if corrupt and point.counts.recv > 0:
                 backend.ops.write(bufs.recv, 0, backend.ops.arange(99, 100))
             wrong += count_wrong(backend.ops, point, backend.rank, bufs.recv)
-    del bufs
     return Measurement(times, wrong)
 
 

@@ -7,6 +7,7 @@ ranks that did not arrive at the point the others are waiting in).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -203,7 +204,5 @@ def _kill_all(procs: dict[int, subprocess.Popen[bytes]]) -> None:
         if p.poll() is None:
             p.kill()
     for p in procs.values():
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             p.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            pass
