@@ -146,6 +146,11 @@ def run_local(
             )
             return code
         poll()
+    if result.user_error is not None:
+        code, message = result.user_error
+        run.finish()
+        sys.stderr.write(f"gpulane: error: {message}\n")
+        return code
     if not result.ok:
         _error_row(cfg, run, result.failure or "run failed", result.stalled_at)
         status = RunFailed.exit_code

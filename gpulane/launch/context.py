@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from dataclasses import dataclass
@@ -60,6 +61,24 @@ def write_heartbeat(run_dir: Path, rank: int, index: int, label: str, host: str)
     tmp = d / f".rank-{rank}.tmp"
     tmp.write_text(f"{index}\t{time.time():.3f}\t{os.getpid()}\t{host}\t{label}\n")
     os.replace(tmp, d / f"rank-{rank}")
+
+
+def write_rank_error(run_dir: Path, rank: int, exit_code: int, message: str) -> None:
+    """A rank's own account of a user-facing error, so the launcher can show it as is."""
+    d = run_dir / HEARTBEAT_DIR
+    d.mkdir(parents=True, exist_ok=True)
+    (d / f"error-{rank}").write_text(json.dumps({"exit_code": exit_code, "message": message}))
+
+
+def read_rank_errors(run_dir: Path) -> dict[int, tuple[int, str]]:
+    out: dict[int, tuple[int, str]] = {}
+    for f in (run_dir / HEARTBEAT_DIR).glob("error-*"):
+        try:
+            data = json.loads(f.read_text())
+            out[int(f.name.split("-", 1)[1])] = (int(data["exit_code"]), str(data["message"]))
+        except (OSError, ValueError, KeyError):
+            continue
+    return out
 
 
 def read_heartbeats(run_dir: Path) -> dict[int, Heartbeat]:

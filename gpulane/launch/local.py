@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpulane.launch.context import LOG_DIR, read_heartbeats
+from gpulane.launch.context import LOG_DIR, read_heartbeats, read_rank_errors
 from gpulane.launch.env import free_port
 
 POLL_S = 0.1
@@ -29,6 +29,8 @@ class LaunchResult:
     failure: str | None = None  # what went wrong, in words; None when every rank exited 0
     failed_ranks: list[int] = field(default_factory=list)
     stalled_at: str | None = None  # label of the point where the run stopped, if known
+    # A user-facing error a rank raised (bad input found by the ranks): (exit status, message)
+    user_error: tuple[int, str] | None = None
 
     @property
     def ok(self) -> bool:
@@ -163,7 +165,9 @@ def _failure_result(
         message += f"; its last output: {last.splitlines()[-1].strip()}"
     message += f" (log: {log_path(run_dir, rank)})"
     codes = {r: p.poll() for r, p in procs.items()}
-    return LaunchResult(codes, message, [rank], where)
+    errors = read_rank_errors(run_dir)
+    user_error = errors.get(rank) or (next(iter(errors.values())) if errors else None)
+    return LaunchResult(codes, message, [rank], where, user_error)
 
 
 def _stalled(

@@ -16,7 +16,7 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from gpulane.errors import GpulaneError
-from gpulane.launch.context import RankContext, make_context
+from gpulane.launch.context import RankContext, make_context, write_rank_error
 from gpulane.launch.env import discover
 
 CONFIG_FILE = "config.yaml"
@@ -39,6 +39,7 @@ def run(job: str, run_dir: str) -> int:
         load_job(job)(cfg, ctx)
     except GpulaneError as err:
         sys.stderr.write(f"gpulane: error: rank {info.rank}: {err}\n")
+        write_rank_error(Path(run_dir), info.rank, err.exit_code, str(err))
         return err.exit_code
     return 0
 

@@ -1,0 +1,110 @@
+"""The local launcher's watchdog with real rank processes: a killed rank, a hung rank."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from gpulane.launch.context import read_heartbeats
+from tests.helpers import rows_of, run_dirs
+
+SLOW_SWEEP = [
+    "sweep",
+    "ranks=2",
+    "device=cpu",
+    "collectives=all_reduce",
+    "sizes.min=1K",
+    "sizes.max=1M",
+    "sizes.factor=2",
+    "warmup=1",
+    "iters=100",
+    "progress=false",
+]
+
+
+def _start(tmp_path: Path, *extra: str) -> subprocess.Popen[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE")}
+    return subprocess.Popen(
+        [sys.executable, "-m", "gpulane.cli", *SLOW_SWEEP, f"results_dir={tmp_path}", *extra],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _wait_for_rows(tmp_path: Path, n: int, limit: float = 120) -> Path:
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        runs = run_dirs(tmp_path) if tmp_path.exists() else []
+        if runs and (runs[0] / "rows.jsonl").exists() and len(rows_of(runs[0])) >= n:
+            return runs[0]
+        time.sleep(0.1)
+    raise AssertionError(f"no {n} rows within {limit} s")
+
+
+def test_killed_rank_ends_the_run_and_keeps_rows(tmp_path: Path) -> None:
+    proc = _start(tmp_path, "timeout_s=30")
+    run = _wait_for_rows(tmp_path, 2)
+    victim = read_heartbeats(run)[1]
+    os.kill(victim.pid, signal.SIGKILL)
+    killed_at = time.monotonic()
+    _, err = proc.communicate(timeout=120)
+    detected_in = time.monotonic() - killed_at
+    assert proc.returncode == 1
+    assert f"rank 1 (pid {victim.pid}) was killed by SIGKILL" in err
+    assert "Traceback" not in err
+    assert detected_in < 30  # well within the watchdog timeout: death is seen directly
+    rows = rows_of(run)
+    measured = [r for r in rows if r["status"] == "ok"]
+    errors = [r for r in rows if r["status"] == "error"]
+    assert len(measured) >= 2
+    assert len(errors) == 1 and "SIGKILL" in errors[0]["error"]
+    assert errors[0]["op"] == "all_reduce"
+    assert (run / "rows.parquet").exists()
+
+
+def test_hung_rank_is_named_after_the_timeout(tmp_path: Path) -> None:
+    proc = _start(tmp_path, "timeout_s=5")
+    run = _wait_for_rows(tmp_path, 2)
+    victim = read_heartbeats(run)[1]
+    os.kill(victim.pid, signal.SIGSTOP)  # a hang: alive, silent
+    stopped_at = time.monotonic()
+    try:
+        _, err = proc.communicate(timeout=120)
+    finally:
+        try:
+            os.kill(victim.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    detected_in = time.monotonic() - stopped_at
+    assert proc.returncode == 1
+    assert "no progress for 5 s" in err
+    assert detected_in < 2 * 5 + 5
+    rows = rows_of(run)
+    assert any(r["status"] == "error" and "no progress" in r["error"] for r in rows)
+    assert sum(r["status"] == "ok" for r in rows) >= 2
+
+
+def test_sigterm_to_the_front_keeps_rows_and_exits_143(tmp_path: Path) -> None:
+    proc = _start(tmp_path)
+    run = _wait_for_rows(tmp_path, 2)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143
+    rows = rows_of(run)
+    assert sum(r["status"] == "ok" for r in rows) >= 2
+    assert rows[-1]["status"] == "error" and "SIGTERM" in rows[-1]["error"]
+    assert (run / "rows.parquet").exists()
+    # no rank is left behind
+    beats = read_heartbeats(run)
+    for b in beats.values():
+        assert (
+            not Path(f"/proc/{b.pid}").exists()
+            or "zombie" in Path(f"/proc/{b.pid}/status").read_text().lower()
+        )
