@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -78,10 +79,8 @@ def test_hung_rank_is_named_after_the_timeout(tmp_path: Path) -> None:
     try:
         _, err = proc.communicate(timeout=120)
     finally:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(victim.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
     detected_in = time.monotonic() - stopped_at
     assert proc.returncode == 1
     assert "no progress for 5 s" in err
@@ -95,7 +94,7 @@ def test_sigterm_to_the_front_keeps_rows_and_exits_143(tmp_path: Path) -> None:
     proc = _start(tmp_path)
     run = _wait_for_rows(tmp_path, 2)
     proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=60)
+    _, _err = proc.communicate(timeout=60)
     assert proc.returncode == 143
     rows = rows_of(run)
     assert sum(r["status"] == "ok" for r in rows) >= 2
