@@ -92,6 +92,8 @@ def sweep(cfg: DictConfig) -> int:
         return _in_process(cfg, info)
     ranks, device = resolve_world(cfg)
     plan = build_plan(cfg, device == "cuda")
+    if plan.timing.graph and device != "cuda":
+        raise InputError("graph: CUDA graphs need GPUs; set graph=false on CPUs")
     env = run_env(cfg)
     run = make_run_dir(cfg)
     saved = save_config(

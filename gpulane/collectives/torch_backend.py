@@ -14,6 +14,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
+from gpulane.collectives import cuda_timing
 from gpulane.collectives.backend import Backend, Buffers
 from gpulane.collectives.pattern import Array
 from gpulane.collectives.spec import DTYPES, Point
@@ -111,7 +112,7 @@ class TorchBackend(Backend):
             backend=pg_backend,
             rank=ctx.rank,
             world_size=ctx.world_size,
-            init_method=_init_method(ctx),
+            init_method=init_method(ctx),
             **kwargs,
         )
         control_group = dist.new_group(backend="gloo") if use_cuda else dist.group.WORLD
@@ -162,9 +163,10 @@ class TorchBackend(Backend):
                     dist.P2POp(dist.irecv, bufs.recv, (self.rank - 1) % n),
                 ]
             )
-            if not self.on_device:
-                for w in works:
-                    w.wait()
+            # On GPUs wait() makes the current stream wait (no host block), so the
+            # timing events see the transfer finish.
+            for w in works:
+                w.wait()
         else:
             raise ValueError(op)
 
@@ -188,34 +190,14 @@ class TorchBackend(Backend):
                 fn()
                 out.append(time.perf_counter() - t0)
             return out
-        cuda = self.torch.cuda
-        events = [cuda.Event(enable_timing=True) for _ in range(iters + 1)]
-        events[0].record()
-        for i in range(iters):
-            fn()
-            events[i + 1].record()
-        cuda.synchronize(self.device)
-        return [events[i].elapsed_time(events[i + 1]) / 1e3 for i in range(iters)]
+        return cuda_timing.time_loop(self.torch, self.device, fn, iters)
 
     def time_graph(self, fn: Callable[[], None], iters: int, launches: int) -> list[float]:
         if not self.on_device:
             raise NotImplementedError("graph mode needs CUDA (CUDA graphs); set graph=false on CPU")
-        cuda = self.torch.cuda
-        graph = cuda.CUDAGraph()
-        with cuda.graph(graph):
-            for _ in range(iters):
-                fn()
-        graph.replay()  # first replay uploads the graph; keep it out of the timing
-        cuda.synchronize(self.device)
-        self.control.barrier()
-        events = [cuda.Event(enable_timing=True) for _ in range(launches + 1)]
-        events[0].record()
-        for i in range(launches):
-            graph.replay()
-            events[i + 1].record()
-        cuda.synchronize(self.device)
-        del graph
-        return [events[i].elapsed_time(events[i + 1]) / 1e3 / iters for i in range(launches)]
+        return cuda_timing.time_graph(
+            self.torch, self.device, fn, iters, launches, self.control.barrier
+        )
 
     def versions(self) -> dict[str, str]:
         v = {"torch": str(self.torch.__version__)}
@@ -234,7 +216,7 @@ class TorchBackend(Backend):
             self.dist.destroy_process_group()
 
 
-def _init_method(ctx: RankContext) -> str:
+def init_method(ctx: RankContext) -> str:
     addr = ctx.info.master_addr or os.environ.get("MASTER_ADDR", "127.0.0.1")
     port = ctx.info.master_port or int(os.environ.get("MASTER_PORT", "29500"))
     return f"tcp://{addr}:{port}"

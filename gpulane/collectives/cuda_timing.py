@@ -1,0 +1,53 @@
+"""Device-side timing with CUDA events, shared by the GPU backends.
+
+Events are recorded on the current stream between operations, so each interval is
+what the GPU spent, not what Python spent launching (except where launching is slower
+than the GPU, which is then what the interval shows, as in nccl-tests).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+
+def time_loop(torch: Any, device: Any, fn: Callable[[], None], iters: int) -> list[float]:
+    """Seconds per call for ``iters`` back-to-back calls of fn."""
+    cuda = torch.cuda
+    events = [cuda.Event(enable_timing=True) for _ in range(iters + 1)]
+    events[0].record()
+    for i in range(iters):
+        fn()
+        events[i + 1].record()
+    cuda.synchronize(device)
+    return [events[i].elapsed_time(events[i + 1]) / 1e3 for i in range(iters)]
+
+
+def time_graph(
+    torch: Any,
+    device: Any,
+    fn: Callable[[], None],
+    iters: int,
+    launches: int,
+    barrier: Callable[[], None],
+) -> list[float]:
+    """Seconds per call when ``iters`` calls are captured in one CUDA graph and replayed.
+
+    One value per replay (replay time / iters), as nccl-tests' -G divides by launches.
+    """
+    cuda = torch.cuda
+    graph = cuda.CUDAGraph()
+    with cuda.graph(graph):
+        for _ in range(iters):
+            fn()
+    graph.replay()  # the first replay uploads the graph; keep it out of the timing
+    cuda.synchronize(device)
+    barrier()
+    events = [cuda.Event(enable_timing=True) for _ in range(launches + 1)]
+    events[0].record()
+    for i in range(launches):
+        graph.replay()
+        events[i + 1].record()
+    cuda.synchronize(device)
+    del graph
+    return [events[i].elapsed_time(events[i + 1]) / 1e3 / iters for i in range(launches)]

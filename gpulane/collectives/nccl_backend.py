@@ -1,0 +1,135 @@
+"""NCCL called directly through nccl4py, on torch device buffers, on the current stream.
+
+Calls go to nccl4py's low-level bindings with addresses resolved once per call, so the
+Python cost per collective is a few attribute lookups: that is what lets plain and graph
+mode approach nccl-tests' latency. Results and agreement travel over a gloo group beside
+NCCL (as in the torch backend), and the unique id over that group's store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+from gpulane.collectives import cuda_timing
+from gpulane.collectives.backend import Backend, Buffers
+from gpulane.collectives.nccl_bootstrap import over_store
+from gpulane.collectives.nccl_calls import RECV, SEND, nccl_calls
+from gpulane.collectives.pattern import Array
+from gpulane.collectives.spec import DTYPES, Point
+from gpulane.collectives.torch_backend import TorchControl, TorchOps, init_method
+from gpulane.errors import MissingComponent
+from gpulane.launch.context import RankContext
+
+UNSUPPORTED = {"gather", "scatter"}
+
+
+def import_nccl4py() -> tuple[Any, Any]:
+    try:
+        import nccl.core as nccl_core
+        from nccl.bindings import nccl as bindings
+    except ImportError as err:
+        raise MissingComponent(
+            "backend=nccl needs nccl4py and a libnccl it can load: "
+            f"`pip install 'nccl4py[cu13]'` (or [cu12]) ({err}); backend=torch keeps working"
+        ) from err
+    return nccl_core, bindings
+
+
+class NcclBackend(Backend):
+    name = "nccl"
+
+    def __init__(self, ctx: RankContext, device: str = "auto", timeout_s: float = 300.0) -> None:
+        try:
+            import torch
+            import torch.distributed as dist
+        except ImportError as err:
+            raise MissingComponent("backend=nccl needs torch with CUDA") from err
+        if device == "cpu" or not torch.cuda.is_available():
+            raise MissingComponent("backend=nccl needs GPUs; use backend=torch on CPUs")
+        nccl_core, self.b = import_nccl4py()
+        self.torch = torch
+        self.rank = ctx.rank
+        self.world_size = ctx.world_size
+        self.on_device = True
+        torch.cuda.set_device(ctx.local_rank)
+        self.device = torch.device("cuda", ctx.local_rank)
+        dist.init_process_group(
+            "gloo",
+            rank=ctx.rank,
+            world_size=ctx.world_size,
+            init_method=init_method(ctx),
+            timeout=timedelta(seconds=timeout_s),
+        )
+        self.dist = dist
+        self.control = TorchControl(dist, dist.group.WORLD)
+        self.ops = TorchOps(torch, self.device)
+        store = dist.distributed_c10d._get_default_store()
+        uid = over_store(store, ctx.rank, lambda: bytes(nccl_core.get_unique_id()))
+        self.comm = nccl_core.Communicator.init(
+            nranks=ctx.world_size, rank=ctx.rank, unique_id=nccl_core.UniqueId.from_bytes(uid)
+        )
+        self._handle = self.comm._comm  # the bindings take the raw communicator
+        self._nccl_core = nccl_core
+
+    def empty(self, n: int, dtype: str) -> Array:
+        return self.torch.empty(
+            n, dtype=getattr(self.torch, DTYPES[dtype].torch_name), device=self.device
+        )
+
+    def supports(self, point: Point, in_place: bool) -> str | None:
+        if point.op in UNSUPPORTED:
+            return f"backend nccl does not run {point.op}"
+        if in_place and point.op in ("alltoall", "sendrecv"):
+            # NCCL gives no defined result when alltoall or send/recv buffers overlap.
+            return f"{point.op} in place has no defined result in NCCL"
+        return None
+
+    def launch(self, point: Point, bufs: Buffers) -> None:
+        stream = self.torch.cuda.current_stream().cuda_stream
+        addr = {SEND: bufs.send.data_ptr(), RECV: bufs.recv.data_ptr()}
+        calls = nccl_calls(point, self.rank)
+        grouped = len(calls) > 1
+        if grouped:
+            self.b.group_start()
+        for call in calls:
+            args = [addr[a] if isinstance(a, str) else a for a in call.args]
+            getattr(self.b, call.fn)(*args, self._handle, stream)
+        if grouped:
+            self.b.group_end()
+
+    def synchronize(self) -> None:
+        self.torch.cuda.synchronize(self.device)
+
+    def time_loop(self, fn: Callable[[], None], iters: int) -> list[float]:
+        return cuda_timing.time_loop(self.torch, self.device, fn, iters)
+
+    def time_graph(self, fn: Callable[[], None], iters: int, launches: int) -> list[float]:
+        return cuda_timing.time_graph(
+            self.torch, self.device, fn, iters, launches, self.control.barrier
+        )
+
+    def versions(self) -> dict[str, str]:
+        v = {"torch": str(self.torch.__version__), "cuda": str(self.torch.version.cuda)}
+        try:
+            code = int(self.b.get_version())
+            v["nccl"] = f"{code // 10000}.{code // 100 % 100}.{code % 100}"
+        except Exception:
+            pass
+        try:
+            import nccl.core
+
+            v["nccl4py"] = str(nccl.core.__version__)
+        except Exception:
+            pass
+        v["gpu"] = self.torch.cuda.get_device_name(self.device)
+        return v
+
+    def close(self) -> None:
+        try:
+            self.torch.cuda.synchronize(self.device)
+            self.comm.destroy()
+        finally:
+            if self.dist.is_initialized():
+                self.dist.destroy_process_group()
