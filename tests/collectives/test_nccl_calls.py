@@ -109,5 +109,5 @@ def test_missing_nccl4py_says_what_to_install() -> None:
         with pytest.raises(MissingComponent, match=r"pip install 'nccl4py\[cu13\]'"):
             import_nccl4py()
     else:
-        core, bindings = import_nccl4py()
+        _core, bindings = import_nccl4py()
         assert hasattr(bindings, "all_reduce")
