@@ -47,9 +47,19 @@ class Backend(ABC):
     def launch(self, point: Point, bufs: Buffers) -> None:
         """Issue one collective (asynchronously where the backend allows)."""
 
+    def prepare(self, point: Point, bufs: Buffers) -> Callable[[], None]:
+        """A call that issues one collective; backends resolve what they can up front,
+        so that the timed loop pays only for the launch itself."""
+        return lambda: self.launch(point, bufs)
+
     @abstractmethod
     def time_loop(self, fn: Callable[[], None], iters: int) -> list[float]:
         """Seconds taken by each of ``iters`` calls of fn (device time where there is one)."""
+
+    def time_mean(self, fn: Callable[[], None], iters: int) -> float:
+        """Mean seconds per call over ``iters`` back-to-back calls with nothing in between,
+        as nccl-tests times them (per-call timing adds a little cost per call)."""
+        return sum(self.time_loop(fn, iters)) / iters
 
     def time_graph(self, fn: Callable[[], None], iters: int, launches: int) -> list[float]:
         """Seconds per call of fn when ``iters`` calls are captured once and replayed."""

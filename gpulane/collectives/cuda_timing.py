@@ -23,6 +23,18 @@ def time_loop(torch: Any, device: Any, fn: Callable[[], None], iters: int) -> li
     return [events[i].elapsed_time(events[i + 1]) / 1e3 for i in range(iters)]
 
 
+def time_mean(torch: Any, device: Any, fn: Callable[[], None], iters: int) -> float:
+    """Mean seconds per call, two events around the whole loop (nccl-tests' plain timing)."""
+    cuda = torch.cuda
+    start, end = cuda.Event(enable_timing=True), cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(iters):
+        fn()
+    end.record()
+    cuda.synchronize(device)
+    return float(start.elapsed_time(end)) / 1e3 / iters
+
+
 def time_graph(
     torch: Any,
     device: Any,

@@ -29,6 +29,7 @@ class Measurement:
 
     times_s: list[float]  # per operation: per iteration, or per graph replay in graph mode
     wrong: int | None  # None when not checked
+    mean_s: float | None = None  # from an uninstrumented loop, where the backend has one
 
 
 def measure(
@@ -46,16 +47,21 @@ def measure(
     bufs = backend.allocate(point, in_place)
     fill_inputs(backend.ops, point, backend.rank, bufs.send, bufs.recv)
 
-    def op() -> None:
-        backend.launch(point, bufs)
+    op = backend.prepare(point, bufs)
 
     for _ in range(timing.warmup):
         op()
     backend.synchronize()
     backend.control.barrier()
+    mean: float | None = None
     if timing.graph:
         times = backend.time_graph(op, timing.iters, timing.graph_launches)
     else:
+        # The mean comes from a loop with nothing between the calls (what nccl-tests
+        # reports); percentiles from a second loop timed call by call.
+        if backend.on_device:
+            mean = backend.time_mean(op, timing.iters)
+            backend.control.barrier()
         times = backend.time_loop(op, timing.iters)
     backend.control.barrier()
 
@@ -71,7 +77,7 @@ def measure(
             if corrupt and point.counts.recv > 0:
                 backend.ops.write(bufs.recv, 0, backend.ops.arange(99, 100))
             wrong += count_wrong(backend.ops, point, backend.rank, bufs.recv)
-    return Measurement(times, wrong)
+    return Measurement(times, wrong, mean)
 
 
 @dataclass(frozen=True)
@@ -101,7 +107,11 @@ def summarize(point: Point, per_rank: list[Measurement]) -> Summary:
     The reported time is the mean over ranks of each rank's mean time; percentiles are
     over iterations of the slowest rank in each iteration (nccl-tests' -I report).
     """
-    means = [statistics.fmean(m.times_s) for m in per_rank if m.times_s]
+    means = [
+        m.mean_s if m.mean_s is not None else statistics.fmean(m.times_s)
+        for m in per_rank
+        if m.times_s
+    ]
     mean_s = statistics.fmean(means) if means else 0.0
     n_iter = min((len(m.times_s) for m in per_rank), default=0)
     slowest = [max(m.times_s[i] for m in per_rank) for i in range(n_iter)]

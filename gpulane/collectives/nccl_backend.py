@@ -87,23 +87,47 @@ class NcclBackend(Backend):
         return None
 
     def launch(self, point: Point, bufs: Buffers) -> None:
-        stream = self.torch.cuda.current_stream().cuda_stream
+        self.prepare(point, bufs)()
+
+    def prepare(self, point: Point, bufs: Buffers) -> Callable[[], None]:
+        """Everything but the stream resolved once: the timed call is one binding call."""
         addr = {SEND: bufs.send.data_ptr(), RECV: bufs.recv.data_ptr()}
-        calls = nccl_calls(point, self.rank)
-        grouped = len(calls) > 1
-        if grouped:
-            self.b.group_start()
-        for call in calls:
-            args = [addr[a] if isinstance(a, str) else a for a in call.args]
-            getattr(self.b, call.fn)(*args, self._handle, stream)
-        if grouped:
-            self.b.group_end()
+        resolved = [
+            (getattr(self.b, c.fn), tuple(addr[a] if isinstance(a, str) else a for a in c.args))
+            for c in nccl_calls(point, self.rank)
+        ]
+        handle, index = self._handle, self.device.index
+        # The raw current stream (the capture stream inside a CUDA graph), without
+        # building a torch Stream object per call.
+        current = getattr(self.torch._C, "_cuda_getCurrentRawStream", None) or (
+            lambda i: self.torch.cuda.current_stream(i).cuda_stream
+        )
+        if len(resolved) == 1:
+            ((fn, args),) = resolved
+
+            def one() -> None:
+                fn(*args, handle, current(index))
+
+            return one
+        start, end = self.b.group_start, self.b.group_end
+
+        def grouped() -> None:
+            stream = current(index)
+            start()
+            for fn, args in resolved:
+                fn(*args, handle, stream)
+            end()
+
+        return grouped
 
     def synchronize(self) -> None:
         self.torch.cuda.synchronize(self.device)
 
     def time_loop(self, fn: Callable[[], None], iters: int) -> list[float]:
         return cuda_timing.time_loop(self.torch, self.device, fn, iters)
+
+    def time_mean(self, fn: Callable[[], None], iters: int) -> float:
+        return cuda_timing.time_mean(self.torch, self.device, fn, iters)
 
     def time_graph(self, fn: Callable[[], None], iters: int, launches: int) -> list[float]:
         return cuda_timing.time_graph(

@@ -26,10 +26,16 @@ BACKENDS = {
 ENV_PREFIXES = ("NCCL_", "TORCH_NCCL", "CUDA_VISIBLE_DEVICES", "GLOO_", "OMPI_MCA", "UCX_")
 
 
+# Set by installers and gpulane's own scripts; they do not shape a result.
+ENV_IGNORED = {"NCCL_TESTS_HOME", "NCCL_VERSION", "NCCL_HOME"}
+
+
 def shaping_env(env: dict[str, str] | None = None) -> dict[str, str]:
     """The environment variables that shape a result (NCCL_*, ...), for the rows."""
     env = dict(os.environ) if env is None else env
-    return {k: v for k, v in sorted(env.items()) if k.startswith(ENV_PREFIXES)}
+    return {
+        k: v for k, v in sorted(env.items()) if k.startswith(ENV_PREFIXES) and k not in ENV_IGNORED
+    }
 
 
 def make_backend(cfg: Any, ctx: RankContext) -> Backend:

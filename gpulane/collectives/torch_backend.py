@@ -192,6 +192,11 @@ class TorchBackend(Backend):
             return out
         return cuda_timing.time_loop(self.torch, self.device, fn, iters)
 
+    def time_mean(self, fn: Callable[[], None], iters: int) -> float:
+        if not self.on_device:
+            return super().time_mean(fn, iters)
+        return cuda_timing.time_mean(self.torch, self.device, fn, iters)
+
     def time_graph(self, fn: Callable[[], None], iters: int, launches: int) -> list[float]:
         if not self.on_device:
             raise NotImplementedError("graph mode needs CUDA (CUDA graphs); set graph=false on CPU")
