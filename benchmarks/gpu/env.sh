@@ -9,4 +9,4 @@ if [ -d .whl ] && [ ! -d /tmp/site/hydra ]; then
     --target /tmp/site .whl/*.whl
 fi
 export PYTHONPATH="$PWD:/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
-gpulane() { python3 -m gpulane.cli "$@"; }
+export PATH="$PWD/benchmarks/gpu/bin:$PATH"

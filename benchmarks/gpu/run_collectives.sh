@@ -2,9 +2,11 @@
 # Collective sweeps on the 2xH200 machine: torch.distributed and NCCL-through-nccl4py
 # beside nccl-tests (the user's own build, found through NCCL_TESTS_HOME), plain and
 # CUDA-graph mode, float and bfloat16, with the nvlink / pcie-host / socket presets.
-# Usage: benchmarks/gpu/run_collectives.sh OUTDIR   (NCCL_TESTS_HOME=<dir with *_perf>)
+# Usage: benchmarks/gpu/run_collectives.sh OUTDIR [all|rerun]
+#        (NCCL_TESTS_HOME=<dir with *_perf>; rerun: the plain-mode and graph-register checks)
 set -u
 out=${1:?OUTDIR}
+part=${2:-all}
 mkdir -p "$out"
 source benchmarks/gpu/env.sh
 runs="$out/runs"
@@ -23,6 +25,29 @@ lat=(sizes.min=8 sizes.max=64M)
 nvidia-smi topo -m >"$out/topo-m.txt" 2>&1
 python3 -c 'import torch; print(torch.__version__, torch.version.cuda, torch.cuda.nccl.version(), torch.cuda.device_count())' >"$out/versions.txt" 2>&1
 
+if [ "$part" = rerun ]; then
+  for backend in torch nccl; do
+    step "$backend-plain" 300 gpulane sweep backend=$backend "collectives=[all_reduce,all_gather]" \
+      "${big[@]}" "${common[@]}" build=nvlink
+  done
+  # Graph mode with NCCL's default graph mixing, and nccl-tests with graph buffer
+  # registration off: which of the two explains nccl-tests' faster -G all_gather?
+  step nccl-graph-mixing 300 gpulane sweep backend=nccl "collectives=[all_gather]" \
+    sizes.min=1M sizes.max=64M graph=true graph_launches=20 +env.NCCL_GRAPH_MIXING_SUPPORT=1 \
+    "${common[@]}" build=nvlink-mixing
+  mpi=(mpirun --allow-run-as-root -np 2 -x NCCL_NVLS_ENABLE -x LD_LIBRARY_PATH)
+  step nt-all_gather-float-graph-noreg 120 "${mpi[@]}" -x NCCL_GRAPH_REGISTER=0 \
+    "$NCCL_TESTS_HOME/all_gather_perf" -b 1M -e 64M -f 2 -g 1 -w 5 -n 20 -G 20
+  step nt-all_gather-float-graph 120 "${mpi[@]}" "$NCCL_TESTS_HOME/all_gather_perf" \
+    -b 8 -e 64M -f 2 -g 1 -w 5 -n 20 -G 20
+  step nt-all_reduce-float 120 "${mpi[@]}" "$NCCL_TESTS_HOME/all_reduce_perf" -b 8 -e 8G -f 2 \
+    -g 1 -w 5 -n 20
+  step nt-all_gather-float 120 "${mpi[@]}" "$NCCL_TESTS_HOME/all_gather_perf" -b 8 -e 8G -f 2 \
+    -g 1 -w 5 -n 20
+  tar -czf "$out/runs.tgz" -C "$out" runs && rm -rf "$runs"
+  exit 0
+fi
+
 # The default job, as a user runs it: NCCL over both GPUs.
 step default 300 gpulane sweep "${common[@]}" build=nvlink
 for backend in torch nccl; do
@@ -40,7 +65,7 @@ for backend in torch nccl; do
 done
 # torch with NCCL_GRAPH_MIXING_SUPPORT left at NCCL's default, to show what it costs
 step torch-graph-mixing 300 gpulane sweep "collectives=[all_reduce]" "${lat[@]}" graph=true \
-  graph_launches=20 env.NCCL_GRAPH_MIXING_SUPPORT=1 "${common[@]}" build=nvlink-mixing
+  graph_launches=20 +env.NCCL_GRAPH_MIXING_SUPPORT=1 "${common[@]}" build=nvlink-mixing
 
 # nccl-tests, two processes under mpirun (-g 1), as gpulane runs its ranks.
 if [ -n "${NCCL_TESTS_HOME:-}" ]; then

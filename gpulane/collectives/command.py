@@ -90,6 +90,14 @@ def sweep(cfg: DictConfig) -> int:
     info = discover()
     if info is not None and info.launcher != "gpulane":
         return _in_process(cfg, info)
+    if str(cfg.launcher.name) == "slurm" and backend != "nccl_tests":
+        # The GPUs are on the compute nodes, not here: the job itself resolves the world.
+        from gpulane.launch.slurm import run_slurm
+
+        build_plan(cfg, on_device=True)  # bad input stops here, before anything is queued
+        run = make_run_dir(cfg)
+        saved = save_config(cfg, run, nodes=int(cfg.launcher.nodes))
+        return run_slurm(saved, run, run_env(cfg), JOB)
     ranks, device = resolve_world(cfg)
     plan = build_plan(cfg, device == "cuda")
     if plan.timing.graph and device != "cuda":
@@ -104,10 +112,6 @@ def sweep(cfg: DictConfig) -> int:
 
         return run_nccl_tests(saved, run, env)
     launcher = str(cfg.launcher.name)
-    if launcher == "slurm":
-        from gpulane.launch.slurm import run_slurm
-
-        return run_slurm(saved, run, env, JOB)
     if launcher == "mpirun":
         from gpulane.launch.mpirun import run_mpirun
 

@@ -155,6 +155,7 @@ def _sweep(
                     "requested_bytes": point.requested_bytes,
                     "placements": len(runnable),
                     "launcher": ctx.info.launcher,
+                    "hosts": cfg.get("hosts"),
                 },
                 status="ok" if wrong == 0 else "error",
                 error=None if wrong == 0 else f"{wrong} wrong elements",
