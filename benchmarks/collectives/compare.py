@@ -103,7 +103,7 @@ def summary(nt: dict[int, Any], side: dict[int, Any], name: str, mode: str) -> s
     parts = [f"{name} {mode}:"]
     if big:
         ratios = [side[s]["busbw_gbps"] / nt[s]["busbw_gbps"] for s in big]
-        worst = min(zip(ratios, big))
+        worst = min(zip(ratios, big, strict=True))
         parts.append(
             f"busbw/nt >= 1 MiB: min {worst[0]:.3f} at {format_size(worst[1])}, "
             f"mean {sum(ratios) / len(ratios):.3f}"

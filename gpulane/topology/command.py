@@ -1,0 +1,135 @@
+"""``gpulane topo``: the topology of this machine, or of files captured elsewhere.
+
+gpulane topo                      # live: NVML, nvidia-smi, lspci, sysfs
+gpulane topo --under-load         # also read the PCIe links during a copy burst
+gpulane topo --topo-file topo-m.txt [--p2p-file r=topo-p2p-r.txt ...]
+             [--lspci-file lspci-vvv.txt] [--lspci-file lspci-tv.txt]
+             [--smi-q-file nvidia-smi-q.txt] [--nvlink-file nvlink-s.txt]
+             [--sysfs-file sysfs.txt] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from gpulane.errors import InputError
+from gpulane.topology.build import Inputs, build
+from gpulane.topology.lspci import parse_lspci_tree, parse_lspci_verbose
+from gpulane.topology.model import Topology
+from gpulane.topology.nvlink import parse_nvlink_status
+from gpulane.topology.p2p import MODES, mode_from_filename, mode_name, parse_p2p
+from gpulane.topology.smi_query import parse_smi_query
+from gpulane.topology.sysfs import parse_sysfs_listing
+from gpulane.topology.textio import clean_lines, guess_kind, read_text
+from gpulane.topology.topo_matrix import parse_topo_matrix
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="gpulane topo",
+        description="GPU/NIC topology: path labels, PCIe links (up to the root port), P2P "
+        "status, expected bandwidth per pair. Live by default; from captured files with "
+        "--topo-file and friends.",
+    )
+    p.add_argument("--topo-file", help="`nvidia-smi topo -m` output")
+    p.add_argument(
+        "--p2p-file",
+        action="append",
+        default=[],
+        metavar="[MODE=]FILE",
+        help="`nvidia-smi topo -p2p MODE` output; MODE is r, w, n, a or p (read, write, "
+        "nvlink, atomics, pcie), else taken from the file name (topo-p2p-r.txt); repeatable",
+    )
+    p.add_argument(
+        "--lspci-file",
+        action="append",
+        default=[],
+        help="`lspci -vvv` or `lspci -tv` output (told apart by content); repeatable",
+    )
+    p.add_argument("--smi-q-file", help="`nvidia-smi -q` output (bus ids, models, PCIe links)")
+    p.add_argument("--nvlink-file", help="`nvidia-smi nvlink -s` output (per-link speeds)")
+    p.add_argument("--sysfs-file", help="a listing of /sys/bus/pci/devices link speeds")
+    p.add_argument("--json", action="store_true", help="print the topology as JSON")
+    p.add_argument(
+        "--under-load",
+        action="store_true",
+        help="live only: read each GPU's PCIe link during a short host-to-device copy burst",
+    )
+    return p
+
+
+def _split_mode(arg: str) -> tuple[str | None, str]:
+    head, sep, tail = arg.partition("=")
+    if sep and (head.lower() in MODES or head.lower() in MODES.values()):
+        return mode_name(head), tail
+    return mode_from_filename(arg), arg
+
+
+def from_files(args: argparse.Namespace) -> Topology:
+    inp = Inputs()
+    if args.topo_file:
+        inp.matrix = parse_topo_matrix(read_text(args.topo_file), args.topo_file)
+        inp.sources["topo"] = args.topo_file
+    else:
+        inp.missing.append("topology matrix: no --topo-file; path labels and NICs unknown")
+    for arg in args.p2p_file:
+        mode, path = _split_mode(arg)
+        inp.p2p.append(parse_p2p(read_text(path), path, mode))
+    if args.p2p_file:
+        inp.sources["p2p"] = ", ".join(args.p2p_file)
+    else:
+        inp.missing.append("P2P status: no --p2p-file; P2P support per mode unknown")
+    if args.smi_q_file:
+        inp.smi = parse_smi_query(read_text(args.smi_q_file), args.smi_q_file)
+        inp.sources["gpus"] = args.smi_q_file
+    if args.nvlink_file:
+        inp.nvlink = parse_nvlink_status(read_text(args.nvlink_file), args.nvlink_file)
+        inp.sources["nvlink"] = args.nvlink_file
+    for path in args.lspci_file:
+        text = read_text(path)
+        kind = guess_kind(clean_lines(text, path))
+        if kind == "lspci -tv":
+            inp.trees.append(parse_lspci_tree(text, path))
+            inp.sources["lspci_tree"] = path
+        else:
+            inp.lspci.extend(parse_lspci_verbose(text, path))
+            inp.sources["lspci"] = path
+    if args.sysfs_file:
+        inp.sysfs = parse_sysfs_listing(read_text(args.sysfs_file), args.sysfs_file)
+        inp.sources["sysfs"] = args.sysfs_file
+    if not (args.smi_q_file or args.lspci_file or args.sysfs_file):
+        inp.missing.append(
+            "PCIe links: no --smi-q-file, --lspci-file or --sysfs-file; bus ids, link "
+            "speeds and widths unknown"
+        )
+    elif not inp.trees and not args.sysfs_file:
+        inp.missing.append(
+            "PCIe tree: no `lspci -tv` or sysfs listing; links above the GPUs unknown"
+        )
+    topo = build(inp)
+    if not topo.gpus:
+        raise InputError("no GPUs in the given files")
+    return topo
+
+
+def main(argv: list[str]) -> int:
+    args = _parser().parse_args(argv)
+    files = [args.topo_file, args.smi_q_file, args.nvlink_file, args.sysfs_file]
+    if any(files) or args.p2p_file or args.lspci_file:
+        if args.under_load:
+            raise InputError("--under-load reads the live machine; it cannot be used with files")
+        topo = from_files(args)
+    else:
+        from gpulane.topology.live import probe_topology
+
+        topo = probe_topology(under_load=args.under_load)
+    if args.json:
+        json.dump(topo.to_json(), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        from gpulane.topology.render import render
+
+        render(topo)
+    return 0

@@ -1,0 +1,522 @@
+"""The live probe: NVML, nvidia-smi, lspci and sysfs on this machine.
+
+Every source is optional. What is missing is said in ``Topology.missing`` together with
+what that leaves unknown; nothing here raises because a GPU, a driver or a tool is absent.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from gpulane.errors import GpulaneError
+from gpulane.topology import paths
+from gpulane.topology.build import Inputs, build
+from gpulane.topology.lspci import parse_lspci_tree, parse_lspci_verbose
+from gpulane.topology.model import PcieLink, Topology, normalize_bus_id
+from gpulane.topology.nvlink import NvlinkGpu, parse_nvlink_status
+from gpulane.topology.p2p import MODES, parse_p2p
+from gpulane.topology.smi_query import SmiGpu, SmiQuery
+from gpulane.topology.sysfs import SysfsDevice, make_link, read_device, upstream_links
+from gpulane.topology.topo_matrix import TopoMatrix, parse_topo_matrix
+
+TIMEOUT_S = 60
+
+
+# --- NVML ---------------------------------------------------------------------------------
+
+
+def _bus_id(pci: Any) -> str:
+    raw = pci.busId
+    text = raw.decode() if isinstance(raw, bytes) else str(raw)
+    return normalize_bus_id(text) or text.lower()
+
+
+def _cpu_list(masks: Any) -> str | None:
+    cpus: list[int] = []
+    for word, mask in enumerate(masks):
+        for bit in range(64):
+            if int(mask) >> bit & 1:
+                cpus.append(word * 64 + bit)
+    if not cpus:
+        return None
+    ranges: list[str] = []
+    start = prev = cpus[0]
+    for c in [*cpus[1:], -2]:
+        if c != prev + 1:
+            ranges.append(str(start) if start == prev else f"{start}-{prev}")
+            start = c
+        prev = c
+    return ",".join(ranges)
+
+
+class NvmlProbe:
+    """What NVML says about the GPUs: ids, links, NVLinks and pair labels."""
+
+    def __init__(self) -> None:
+        import pynvml
+
+        self.nv = pynvml
+        pynvml.nvmlInit()
+        self.count = pynvml.nvmlDeviceGetCount()
+        self.handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(self.count)]
+        self.bus_ids = [_bus_id(pynvml.nvmlDeviceGetPciInfo(h)) for h in self.handles]
+        self._remote: list[dict[str, int]] | None = None
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.nv.nvmlShutdown()
+
+    def _try(self, fn: Callable[..., Any], *args: Any) -> Any:
+        try:
+            return fn(*args)
+        except self.nv.NVMLError:
+            return None
+
+    def name(self, i: int) -> str | None:
+        n = self._try(self.nv.nvmlDeviceGetName, self.handles[i])
+        return n.decode() if isinstance(n, bytes) else n
+
+    def pcie(self, i: int) -> PcieLink:
+        h, nv = self.handles[i], self.nv
+        link = PcieLink(
+            gen=self._try(nv.nvmlDeviceGetCurrPcieLinkGeneration, h),
+            gen_max=self._try(nv.nvmlDeviceGetMaxPcieLinkGeneration, h),
+            width=self._try(nv.nvmlDeviceGetCurrPcieLinkWidth, h),
+            width_max=self._try(nv.nvmlDeviceGetMaxPcieLinkWidth, h),
+            bus_id=self.bus_ids[i],
+            source="NVML",
+        )
+        link.downtrained = link.compute_downtrained()
+        return link
+
+    def current_link(self, i: int) -> tuple[int | None, int | None]:
+        h, nv = self.handles[i], self.nv
+        return (
+            self._try(nv.nvmlDeviceGetCurrPcieLinkGeneration, h),
+            self._try(nv.nvmlDeviceGetCurrPcieLinkWidth, h),
+        )
+
+    def cpu_affinity(self, i: int) -> str | None:
+        words = max(1, ((os.cpu_count() or 64) + 63) // 64)
+        masks = self._try(self.nv.nvmlDeviceGetCpuAffinity, self.handles[i], words)
+        return _cpu_list(masks) if masks is not None else None
+
+    def gpu_numa_id(self, i: int) -> int | None:
+        fn = getattr(self.nv, "nvmlDeviceGetNumaNodeId", None)
+        v = self._try(fn, self.handles[i]) if fn else None
+        return v if isinstance(v, int) and v >= 0 else None
+
+    def nvlink_speeds(self, i: int) -> dict[int, float | None]:
+        """Link -> GB/s per direction for active links, None for inactive ones."""
+        nv, h = self.nv, self.handles[i]
+        out: dict[int, float | None] = {}
+        rate = None
+        field_id = getattr(nv, "NVML_FI_DEV_NVLINK_SPEED_MBPS_COMMON", None)
+        if field_id is not None:
+            vals = self._try(nv.nvmlDeviceGetFieldValues, h, [field_id])
+            if vals is not None and vals[0].nvmlReturn == 0:
+                mbps = float(vals[0].value.uiVal)
+                rate = mbps / 1000 if 1000 <= mbps <= 1_000_000 else None
+        for link in range(nv.NVML_NVLINK_MAX_LINKS):
+            try:
+                state = nv.nvmlDeviceGetNvLinkState(h, link)
+            except nv.NVMLError:
+                continue
+            out[link] = rate if state == nv.NVML_FEATURE_ENABLED else None
+        return out
+
+    def remote_links(self) -> list[dict[str, int]]:
+        """For each GPU: remote bus id -> number of active NVLinks to it."""
+        if self._remote is not None:
+            return self._remote
+        nv = self.nv
+        out: list[dict[str, int]] = []
+        for h in self.handles:
+            counts: dict[str, int] = {}
+            for link in range(nv.NVML_NVLINK_MAX_LINKS):
+                try:
+                    if nv.nvmlDeviceGetNvLinkState(h, link) != nv.NVML_FEATURE_ENABLED:
+                        continue
+                    remote = _bus_id(nv.nvmlDeviceGetNvLinkRemotePciInfo(h, link))
+                except nv.NVMLError:
+                    continue
+                counts[remote] = counts.get(remote, 0) + 1
+            out.append(counts)
+        self._remote = out
+        return out
+
+    def label(self, a: int, b: int) -> str | None:
+        """The label nvidia-smi prints for GPUs a and b."""
+        remote = self.remote_links()
+        direct = remote[a].get(self.bus_ids[b], 0)
+        if direct:
+            return f"NV{direct}"
+        gpus = set(self.bus_ids)
+        # Through NVSwitches: links that land on something that is not a GPU.
+        sw_a = sum(n for r, n in remote[a].items() if r not in gpus)
+        sw_b = sum(n for r, n in remote[b].items() if r not in gpus)
+        if sw_a and sw_b:
+            return f"NV{min(sw_a, sw_b)}"
+        level = self._try(
+            self.nv.nvmlDeviceGetTopologyCommonAncestor, self.handles[a], self.handles[b]
+        )
+        return paths.label_from_nvml_level(level) if level is not None else None
+
+
+def _open_nvml() -> tuple[NvmlProbe | None, str | None]:
+    try:
+        return NvmlProbe(), None
+    except ImportError:
+        return None, "nvidia-ml-py is not installed"
+    except Exception as err:  # NVMLError_LibraryNotFound, DriverNotLoaded, ...
+        return None, str(err) or type(err).__name__
+
+
+# --- commands -----------------------------------------------------------------------------
+
+
+def _run(argv: list[str]) -> tuple[str | None, str | None]:
+    """(stdout, None) or (None, why it failed)."""
+    try:
+        proc = subprocess.run(
+            argv, capture_output=True, text=True, timeout=TIMEOUT_S, errors="replace"
+        )
+    except FileNotFoundError:
+        return None, f"{argv[0]} not found"
+    except subprocess.TimeoutExpired:
+        return None, f"`{' '.join(argv)}` did not finish in {TIMEOUT_S} s"
+    except OSError as err:
+        return None, f"`{' '.join(argv)}`: {err}"
+    if proc.returncode != 0:
+        msg = (proc.stderr or proc.stdout).strip().splitlines()
+        return None, f"`{' '.join(argv)}` exited {proc.returncode}: {msg[-1] if msg else ''}"
+    return proc.stdout, None
+
+
+def _nvml_matrix(probe: NvmlProbe, sysfs: dict[str, SysfsDevice]) -> TopoMatrix:
+    names = [f"GPU{i}" for i in range(probe.count)]
+    labels: dict[tuple[str, str], str] = {}
+    for a in range(probe.count):
+        for b in range(probe.count):
+            if a != b:
+                lab = probe.label(min(a, b), max(a, b))
+                if lab is not None:
+                    labels[(names[a], names[b])] = lab
+    numa = {}
+    for i, n in enumerate(names):
+        dev = sysfs.get(probe.bus_ids[i])
+        numa[n] = str(dev.numa) if dev is not None and dev.numa is not None else None
+    return TopoMatrix(
+        source="NVML",
+        devices=names,
+        names=names,
+        gpus=names,
+        nics=[],
+        labels=labels,
+        original=dict(labels),
+        cpu_affinity={n: probe.cpu_affinity(i) for i, n in enumerate(names)},
+        numa_affinity=numa,
+        gpu_numa_id={n: probe.gpu_numa_id(i) for i, n in enumerate(names)},
+        columns=["CPU Affinity", "NUMA Affinity", "GPU NUMA ID"],
+    )
+
+
+def probe_topology(under_load: bool = False, sys_root: str = "/sys") -> Topology:
+    """Probe this machine. Never raises for a missing GPU, driver or tool."""
+    inp = Inputs()
+    probe, why = _open_nvml()
+    smi = shutil.which("nvidia-smi")
+    lspci = shutil.which("lspci")
+    try:
+        # nvidia-smi: the labels exactly as it prints them, NICs included.
+        if smi:
+            text, err = _run([smi, "topo", "-m"])
+            if text is not None:
+                try:
+                    inp.matrix = parse_topo_matrix(text, "nvidia-smi topo -m")
+                    inp.sources["topo"] = "nvidia-smi topo -m"
+                except GpulaneError as e:
+                    inp.notes.append(f"could not read `nvidia-smi topo -m`: {e}")
+            else:
+                inp.missing.append(f"nvidia-smi topo -m: {err}; NIC paths unknown")
+            for letter, mode in MODES.items():
+                text, err = _run([smi, "topo", "-p2p", letter])
+                if text is None:
+                    continue
+                try:
+                    inp.p2p.append(parse_p2p(text, f"nvidia-smi topo -p2p {letter}", mode))
+                except GpulaneError as e:
+                    inp.notes.append(f"could not read `nvidia-smi topo -p2p {letter}`: {e}")
+            if inp.p2p:
+                inp.sources["p2p"] = "nvidia-smi topo -p2p " + ",".join(MODES)
+            text, err = _run([smi, "nvlink", "-s"])
+            if text is not None and text.strip():
+                try:
+                    inp.nvlink = parse_nvlink_status(text, "nvidia-smi nvlink -s")
+                    inp.sources["nvlink"] = "nvidia-smi nvlink -s"
+                except GpulaneError:
+                    pass
+        else:
+            inp.missing.append(
+                "nvidia-smi: not found; GPU-NIC paths and the P2P status matrix unknown"
+            )
+
+        sysfs: dict[str, SysfsDevice] = {}
+        if probe is not None:
+            inp.sources["gpus"] = "NVML"
+            for i in range(probe.count):
+                dev = read_device(probe.bus_ids[i], sys_root)
+                if dev is not None:
+                    sysfs[dev.bus_id] = dev
+            nvml_matrix = _nvml_matrix(probe, sysfs)
+            if inp.matrix is None:
+                inp.matrix = nvml_matrix
+                inp.sources["topo"] = "NVML"
+                inp.missing.append("GPU-NIC paths: nvidia-smi topo -m not available")
+            else:
+                for (a, b), lab in sorted(nvml_matrix.labels.items()):
+                    smi_lab = inp.matrix.labels.get((a, b))
+                    if a < b and smi_lab is not None and smi_lab != lab:
+                        inp.notes.append(
+                            f"{a}-{b}: nvidia-smi says {smi_lab}, NVML says {lab} "
+                            "(nvidia-smi's label is used)"
+                        )
+            inp.smi = SmiQuery(
+                source="NVML",
+                driver=None,
+                cuda=None,
+                gpus=[
+                    SmiGpu(
+                        index=i, bus_id=probe.bus_ids[i], model=probe.name(i), pcie=probe.pcie(i)
+                    )
+                    for i in range(probe.count)
+                ],
+            )
+            nvl = [
+                NvlinkGpu(i, probe.name(i) or "", probe.nvlink_speeds(i))
+                for i in range(probe.count)
+            ]
+            if any(g.links for g in nvl):
+                if inp.nvlink is None:
+                    inp.nvlink = nvl
+                    inp.sources["nvlink"] = "NVML"
+                else:
+                    # Keep nvidia-smi's per-link speeds but fill gaps from NVML.
+                    for g in inp.nvlink:
+                        if g.index < len(nvl):
+                            for k, v in nvl[g.index].links.items():
+                                g.links.setdefault(k, v)
+        else:
+            inp.missing.append(
+                f"NVML: {why}; GPU bus ids, PCIe links and NVLink state from NVML unknown"
+            )
+
+        if lspci:
+            text, err = _run([lspci, "-D", "-vvv"])
+            if text is not None:
+                try:
+                    inp.lspci = parse_lspci_verbose(text, "lspci -D -vvv")
+                    inp.sources["lspci"] = "lspci -D -vvv"
+                    if not any(d.cap_width for d in inp.lspci):
+                        inp.missing.append(
+                            "lspci link capabilities: not readable (run as root); bridge "
+                            "link widths from sysfs only"
+                        )
+                except GpulaneError as e:
+                    inp.notes.append(f"could not read `lspci -vvv`: {e}")
+            text, err = _run([lspci, "-tv"])
+            if text is not None:
+                try:
+                    inp.trees.append(parse_lspci_tree(text, "lspci -tv"))
+                    inp.sources["lspci_tree"] = "lspci -tv"
+                except GpulaneError as e:
+                    inp.notes.append(f"could not read `lspci -tv`: {e}")
+        else:
+            inp.missing.append(
+                "lspci: not found (install pciutils); the PCIe tree from lspci unknown"
+            )
+
+        # sysfs: every GPU's link and the bridges above it.
+        if os.path.isdir(os.path.join(sys_root, "bus", "pci", "devices")):
+            inp.sources["sysfs"] = f"{sys_root}/bus/pci/devices"
+            sysfs_all = dict(sysfs)
+            bus_ids = list(probe.bus_ids) if probe is not None else []
+            for b in bus_ids:
+                dev = sysfs_all.get(b) or read_device(b, sys_root)
+                if dev is None:
+                    continue
+                sysfs_all[dev.bus_id] = dev
+                for link in upstream_links(b, sys_root):
+                    if link.bus_id is not None and link.bus_id not in sysfs_all:
+                        sysfs_all[link.bus_id] = SysfsDevice(bus_id=link.bus_id, link=link)
+            if probe is None:
+                from gpulane.topology.sysfs import list_devices
+
+                for b in list_devices(sys_root):
+                    dev = read_device(b, sys_root)
+                    if dev is not None and dev.is_nvidia_gpu:
+                        sysfs_all[dev.bus_id] = dev
+                        for link in upstream_links(b, sys_root):
+                            if link.bus_id is not None:
+                                sysfs_all.setdefault(
+                                    link.bus_id, SysfsDevice(bus_id=link.bus_id, link=link)
+                                )
+            inp.sysfs = sysfs_all
+        else:
+            inp.missing.append("sysfs: /sys/bus/pci not present; links above the GPUs unknown")
+
+        topo = build(inp)
+        if not topo.gpus:
+            topo.missing.insert(0, "no NVIDIA GPU found on this machine")
+        if under_load and probe is not None and topo.gpus:
+            _load_check(probe, topo)
+        elif topo.gpus and any(
+            g.pcie is not None
+            and g.pcie.gen is not None
+            and g.pcie.gen_max is not None
+            and g.pcie.gen < g.pcie.gen_max
+            for g in topo.gpus
+        ):
+            topo.warnings.append(
+                "some GPU links run below their top speed at idle; `gpulane topo --under-load` "
+                "reads them during a short copy burst"
+            )
+        return topo
+    finally:
+        if probe is not None:
+            probe.close()
+
+
+# --- under load ---------------------------------------------------------------------------
+
+
+def _copy_burst(indices: list[int], seconds: float, stop: threading.Event) -> str | None:
+    """Host->device copies on each GPU until ``stop``; None, or why it could not run."""
+    try:
+        import torch
+
+        if not torch.cuda.is_available():
+            return "torch sees no CUDA device"
+        bufs = []
+        for i in indices:
+            host = torch.empty(256 << 20, dtype=torch.uint8).pin_memory()
+            dev = torch.empty(256 << 20, dtype=torch.uint8, device=f"cuda:{i}")
+            bufs.append((host, dev))
+        deadline = time.monotonic() + seconds
+        while not stop.is_set() and time.monotonic() < deadline:
+            for host, dev in bufs:
+                dev.copy_(host, non_blocking=True)
+            torch.cuda.synchronize()
+        return None
+    except ImportError:
+        return "torch is not installed"
+    except Exception as err:
+        return f"copy burst failed: {err}"
+
+
+def _load_check(probe: NvmlProbe, topo: Topology, seconds: float = 3.0) -> None:
+    """Read each GPU's link while host->device copies run on it."""
+    indices = [g.index for g in topo.gpus if g.index < probe.count]
+    seen: dict[int, tuple[int, int]] = {}
+    stop = threading.Event()
+    result: list[str | None] = []
+    # CUDA numbers devices fastest-first unless told; make it match NVML's bus order.
+    os.environ.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
+    t = threading.Thread(target=lambda: result.append(_copy_burst(indices, seconds, stop)))
+    t.start()
+    while t.is_alive():
+        for i in indices:
+            gen, width = probe.current_link(i)
+            old = seen.get(i, (0, 0))
+            seen[i] = (max(old[0], gen or 0), max(old[1], width or 0))
+        time.sleep(0.05)
+    t.join()
+    if result and result[0]:
+        topo.warnings.append(f"load check not run: {result[0]}")
+        return
+    # Idle notes are answered now; what the links did under load replaces them.
+    topo.warnings = [w for w in topo.warnings if "idle GPU may lower" not in w]
+    reached: list[str] = []
+    for g in topo.gpus:
+        if g.index not in seen or g.pcie is None:
+            continue
+        gen, width = seen[g.index]
+        idle = g.pcie.describe()
+        g.pcie.gen = gen or g.pcie.gen
+        g.pcie.width = width or g.pcie.width
+        g.pcie.downtrained = g.pcie.compute_downtrained()
+        reached.append(f"{g.name} {g.pcie.describe()} (idle {idle})")
+        if g.pcie.downtrained:
+            topo.warnings.append(
+                f"{g.name}: under load the PCIe link reached only {g.pcie.describe()}, capable "
+                f"of {g.pcie.describe_max()} (downtrained)"
+            )
+    topo.sources["under_load"] = f"{seconds:g} s host-to-device copy burst: " + ", ".join(reached)
+
+
+# --- worst path for a run's GPUs ----------------------------------------------------------
+
+
+def _physical_indices(indices: list[int]) -> list[int]:
+    """Map CUDA-visible indices to NVML's through CUDA_VISIBLE_DEVICES (integers only)."""
+    vis = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if not vis:
+        return list(indices)
+    parts = [p.strip() for p in vis.split(",") if p.strip()]
+    if not all(p.isdigit() for p in parts):
+        return list(indices)
+    return [int(parts[i]) if i < len(parts) else i for i in indices]
+
+
+def worst_path_for_gpus(indices: list[int]) -> str | None:
+    """The worst nvidia-smi label among these local GPUs (as CUDA numbers them).
+
+    From NVML, or ``nvidia-smi topo -m`` when NVML cannot tell; None when unknown or
+    when fewer than two GPUs are given. Never raises.
+    """
+    try:
+        phys = sorted(set(_physical_indices(list(indices))))
+        if len(phys) < 2:
+            return None
+        labels: list[str] = []
+        probe, _ = _open_nvml()
+        if probe is not None:
+            try:
+                if all(0 <= i < probe.count for i in phys):
+                    for n, a in enumerate(phys):
+                        for b in phys[n + 1 :]:
+                            lab = probe.label(a, b)
+                            if lab is None:
+                                labels = []
+                                break
+                            labels.append(lab)
+                        else:
+                            continue
+                        break
+            finally:
+                probe.close()
+        if not labels:
+            smi = shutil.which("nvidia-smi")
+            if smi is None:
+                return None
+            text, _ = _run([smi, "topo", "-m"])
+            if text is None:
+                return None
+            m = parse_topo_matrix(text, "nvidia-smi topo -m")
+            names = [f"GPU{i}" for i in phys]
+            if not all(n in m.gpus for n in names):
+                return None
+            labels = [m.labels[(a, b)] for k, a in enumerate(names) for b in names[k + 1 :]]
+        return paths.worst_label(labels) if labels else None
+    except Exception:
+        return None
+
+
+__all__ = ["NvmlProbe", "make_link", "probe_topology", "worst_path_for_gpus"]

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Stop the single-node Slurm that scripts/slurm-up.sh started: slurmd, slurmctld, slurmdbd,
+# mariadbd, munged, in that order, each by the process id slurm-up.sh recorded, and only
+# after checking /proc/PID/comm (a pid file on disk can outlive its process, and the pid be
+# reused). Daemons it did not start are left alone. Configuration and job state are kept.
+
+set -euo pipefail
+
+STATE=${GPULANE_SLURM_STATE:-/run/gpulane-slurm}
+
+say() { printf 'slurm-down: %s\n' "$*"; }
+
+[ "$(id -u)" = 0 ] || {
+  echo "slurm-down: error: run as root" >&2
+  exit 1
+}
+
+stop() {
+  local name=$1 record="$STATE/$1.pid" pid comm i
+  [ -s "$record" ] || return 0
+  pid=$(tr -dc '0-9' <"$record")
+  if [ -z "$pid" ] || [ ! -r "/proc/$pid/comm" ] || [[ "$(cat "/proc/$pid/comm")" != "$name"* ]]; then
+    say "$name (pid ${pid:-?}) is not running"
+    rm -f "$record"
+    return 0
+  fi
+  kill -TERM "$pid" 2>/dev/null || true
+  for i in $(seq 1 100); do
+    if [ ! -r "/proc/$pid/comm" ] || [[ "$(cat "/proc/$pid/comm" 2>/dev/null)" != "$name"* ]]; then
+      break
+    fi
+    sleep 0.1
+  done
+  if [ -r "/proc/$pid/comm" ] && [[ "$(cat "/proc/$pid/comm" 2>/dev/null)" == "$name"* ]]; then
+    say "$name (pid $pid) did not stop in 10 s; killing it"
+    kill -KILL "$pid" 2>/dev/null || true
+  fi
+  rm -f "$record"
+  say "stopped $name (pid $pid)"
+}
+
+for name in slurmd slurmctld slurmdbd mariadbd munged; do
+  stop "$name"
+done
