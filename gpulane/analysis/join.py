@@ -1,0 +1,230 @@
+"""Token rows beside the collective rows of the same build, at the sizes the model sends.
+
+A ``tokens`` row (``gpulane tokens``) says, in ``extra.comm_per_step``, how many
+all-reduces (and all-gathers) of which size one step makes on a rank: hidden x tokens x
+bytes for the all-reduces. The collective rows of the same build (``gpulane sweep``, or
+imported nccl-tests output) give the time of that collective at measured sizes over the
+same number of ranks; the time at the model's size is interpolated on that curve
+(log-log, between the two nearest measured sizes; clamped and flagged outside them).
+Each joined row then says how long that collective takes, how much of a step the calls
+would take at that speed, and what tokens/s the step reached: which all-reduce cost
+which tokens/s.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+JOIN_OPS = ("all_reduce", "all_gather")
+# dtypes a model's collectives run in, best first, when the sweep measured several
+PREFERRED_DTYPES = ("bfloat16", "half", "float")
+
+
+@dataclass(frozen=True)
+class Curve:
+    """Measured time of one collective over sizes (the median per size)."""
+
+    sizes: tuple[int, ...]
+    times_us: tuple[float, ...]
+    busbw: tuple[float | None, ...]
+    dtype: str | None
+    run_ids: tuple[str, ...]
+
+    def at(self, size: int) -> tuple[float, float | None, bool]:
+        """(time_us, busbw_gbps, extrapolated) at ``size`` bytes."""
+        sizes, times = self.sizes, self.times_us
+        if size <= sizes[0] or size >= sizes[-1]:
+            i = 0 if size <= sizes[0] else len(sizes) - 1
+            exact = size == sizes[i]
+            return times[i], self.busbw[i] if exact else None, not exact
+        j = bisect.bisect_left(sizes, size)
+        if sizes[j] == size:
+            return times[j], self.busbw[j], False
+        lo, hi = j - 1, j
+        frac = (math.log(size) - math.log(sizes[lo])) / (math.log(sizes[hi]) - math.log(sizes[lo]))
+        t = math.exp(math.log(times[lo]) + frac * (math.log(times[hi]) - math.log(times[lo])))
+        return t, None, False
+
+
+@dataclass
+class Joined:
+    build: str
+    model: str | None
+    op: str
+    tp: int | None
+    pp: int | None
+    batch: int | None
+    input_len: int | None
+    output_len: int | None
+    tokens_per_s: float | None
+    step_ms: float | None
+    comm_share: float | None
+    collective: str
+    size_bytes: int
+    calls_per_step: int
+    collective_us: float | None
+    busbw_gbps: float | None
+    comm_ms_per_step: float | None
+    comm_share_est: float | None
+    extrapolated: bool
+    curve_dtype: str | None
+    curve_runs: str | None
+    note: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _get(row: dict[str, Any], key: str) -> Any:
+    value = row.get(key)
+    if value is None:
+        return None
+    try:
+        if isinstance(value, float) and math.isnan(value):
+            return None
+    except TypeError:
+        pass
+    if value.__class__.__name__ == "NAType":
+        return None
+    return value
+
+
+def _int(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+def _extra(row: dict[str, Any]) -> dict[str, Any]:
+    extra = row.get("extra")
+    if isinstance(extra, str):
+        import json
+
+        try:
+            extra = json.loads(extra)
+        except ValueError:
+            return {}
+    return extra if isinstance(extra, dict) else {}
+
+
+def build_curves(rows: Iterable[dict[str, Any]]) -> dict[tuple[str, str, int], Curve]:
+    """(build, collective, world_size) -> curve, from ok collective rows with times."""
+    points: dict[
+        tuple[str, str, int], dict[str | None, dict[int, list[tuple[float, Any, str]]]]
+    ] = {}
+    for r in rows:
+        if _get(r, "kind") != "collective" or (_get(r, "status") or "ok") != "ok":
+            continue
+        op, size, t, n = (
+            _get(r, "op"),
+            _get(r, "size_bytes"),
+            _get(r, "time_us"),
+            _get(r, "world_size"),
+        )
+        if op not in JOIN_OPS or size is None or t is None or n is None or float(t) <= 0:
+            continue
+        if int(size) <= 0:
+            continue
+        key = (str(_get(r, "build")), str(op), int(n))
+        by_dtype = points.setdefault(key, {})
+        by_dtype.setdefault(_get(r, "dtype"), {}).setdefault(int(size), []).append(
+            (float(t), _get(r, "busbw_gbps"), str(_get(r, "run_id")))
+        )
+    curves = {}
+    for key, by_dtype in points.items():
+        dtype = next((d for d in PREFERRED_DTYPES if d in by_dtype), None)
+        if dtype is None:  # the dtype with the most sizes
+            dtype = max(by_dtype, key=lambda d: len(by_dtype[d]))
+        pts = by_dtype[dtype]
+        sizes = tuple(sorted(pts))
+        times: list[float] = []
+        bws: list[float | None] = []
+        runs: set[str] = set()
+        for s in sizes:
+            vals = sorted(pts[s], key=lambda p: p[0])
+            mid = vals[len(vals) // 2]
+            times.append(mid[0])
+            bws.append(float(mid[1]) if mid[1] is not None else None)
+            runs.update(p[2] for p in vals)
+        curves[key] = Curve(sizes, tuple(times), tuple(bws), dtype, tuple(sorted(runs)))
+    return curves
+
+
+def join_rows(rows: Sequence[dict[str, Any]], builds: Sequence[str] = ()) -> list[Joined]:
+    """Every tokens row's collectives, timed on its build's measured curve."""
+    curves = build_curves(rows)
+    out: list[Joined] = []
+    for r in rows:
+        if _get(r, "kind") != "tokens" or (_get(r, "status") or "ok") != "ok":
+            continue
+        build = str(_get(r, "build"))
+        if builds and build not in builds:
+            continue
+        extra = _extra(r)
+        tp = _int(_get(r, "tp"))
+        step_us = _get(r, "time_us")
+        step_ms = float(step_us) / 1e3 if step_us is not None else None
+        for call in extra.get("comm_per_step") or []:
+            op = call.get("op")
+            if op not in JOIN_OPS:
+                continue
+            size, count = int(call["size_bytes"]), int(call["count"])
+            curve = curves.get((build, op, tp or 0))
+            t = bw = comm_ms = share = None
+            extrapolated, note = False, None
+            if curve is None:
+                note = f"no {op} rows of build {build} over {tp} ranks"
+            else:
+                t, bw, extrapolated = curve.at(size)
+                if bw is None:
+                    bw = _busbw(op, size, t, tp or 1)
+                comm_ms = count * t / 1e3
+                if step_ms:
+                    share = comm_ms / step_ms
+                if extrapolated:
+                    note = (
+                        f"{size} B outside the measured {curve.sizes[0]}..{curve.sizes[-1]} B; "
+                        "nearest size used"
+                    )
+            out.append(
+                Joined(
+                    build=build,
+                    model=_get(r, "model"),
+                    op=str(_get(r, "op")),
+                    tp=tp,
+                    pp=_int(_get(r, "pp")),
+                    batch=_int(_get(r, "batch")),
+                    input_len=_int(_get(r, "input_len")),
+                    output_len=_int(_get(r, "output_len")),
+                    tokens_per_s=_get(r, "tokens_per_s"),
+                    step_ms=step_ms,
+                    comm_share=_get(r, "comm_share"),
+                    collective=op,
+                    size_bytes=size,
+                    calls_per_step=count,
+                    collective_us=t,
+                    busbw_gbps=bw,
+                    comm_ms_per_step=comm_ms,
+                    comm_share_est=share,
+                    extrapolated=extrapolated,
+                    curve_dtype=curve.dtype if curve else None,
+                    curve_runs=",".join(curve.run_ids) if curve else None,
+                    note=note,
+                )
+            )
+    return out
+
+
+def _busbw(op: str, size: int, t_us: float, n: int) -> float:
+    factor = 2 * (n - 1) / n if op == "all_reduce" else (n - 1) / n
+    return size / (t_us * 1e3) * factor
+
+
+def join_frame(frame: Any, builds: Sequence[str] = ()) -> Any:
+    """The join as a pandas DataFrame (the analysis API)."""
+    import pandas as pd
+
+    rows = frame.to_dict("records") if hasattr(frame, "to_dict") else list(frame)
+    return pd.DataFrame([j.to_dict() for j in join_rows(rows, builds)])
