@@ -1,0 +1,230 @@
+"""Which GPUs these are and what their paths can carry.
+
+GPUs are named as nvidia-smi and `gpulane topo` name them (``GPU<NVML index>``), matched by
+PCI bus id, so that copy rows join with the topology; the CUDA index this process uses is
+kept in ``extra.cuda_device``.
+
+Line rates come from gpulane.topology when it is there (``probe_topology`` and
+``topology.bandwidth``), else from NVML: the PCIe link is read while a large copy is in
+flight, because an idle GPU drops its link to a lower generation to save power, and
+NVLinks are counted per peer from NVML's link state and remote PCI ids. A topology figure
+below what the busy link reads (a probe taken while the link idled) gives way to the
+busy reading.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpulane.transfers.efficiency import Expected, Link, nvlink_link, pcie_link, pcie_pair_link
+from gpulane.transfers.efficiency import from_topology_json as _from_json
+from gpulane.transfers.numa import gpu_numa_node, sysfs_bus_id
+
+NVLINK_MAX_LINKS = 18
+
+
+@dataclass
+class GpuInfo:
+    index: int  # CUDA device index in this process
+    name: str
+    bus_id: str | None = None
+    model: str | None = None
+    numa: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _nvml() -> Any | None:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:
+        return None
+    return pynvml
+
+
+def probe_topology() -> tuple[Any | None, dict[str, Any] | None]:
+    """(Topology object, its JSON dict) from gpulane.topology, or (None, None)."""
+    try:
+        from gpulane.topology.live import probe_topology as probe
+    except Exception:
+        return None, None
+    try:
+        topo = probe()
+        data = topo.to_json()
+        if isinstance(data, str):
+            data = json.loads(data)
+        return topo, data if isinstance(data, dict) else None
+    except Exception:
+        return None, None
+
+
+def bus_id_of(index: int, torch: Any, rt: Any | None) -> str | None:
+    if rt is not None:
+        try:
+            return sysfs_bus_id(str(rt.deviceGetPCIBusId(index)))
+        except Exception:
+            pass
+    try:
+        p = torch.cuda.get_device_properties(index)
+        return f"{p.pci_domain_id:04x}:{p.pci_bus_id:02x}:{p.pci_device_id:02x}.0"
+    except Exception:
+        return None
+
+
+def describe_gpus(
+    indices: list[int], torch: Any, rt: Any | None, topo_json: dict[str, Any] | None
+) -> list[GpuInfo]:
+    nvml = _nvml()
+    by_bus = {}
+    for g in (topo_json or {}).get("gpus") or []:
+        if g.get("bus_id"):
+            by_bus[sysfs_bus_id(str(g["bus_id"]))] = g
+    out = []
+    for i in indices:
+        bus = bus_id_of(i, torch, rt)
+        name = f"GPU{i}"
+        numa = None
+        topo_gpu = by_bus.get(bus or "")
+        if topo_gpu is not None:
+            name = str(topo_gpu.get("name") or name)
+            numa = topo_gpu.get("numa")
+        elif nvml is not None and bus:
+            try:
+                handle = nvml.nvmlDeviceGetHandleByPciBusId_v2(bus)
+                name = f"GPU{nvml.nvmlDeviceGetIndex(handle)}"
+            except Exception:
+                pass
+        if numa is None:
+            numa = gpu_numa_node(bus)
+        try:
+            model = str(torch.cuda.get_device_name(i))
+        except Exception:
+            model = None
+        out.append(GpuInfo(i, name, bus, model, numa, {"cuda_device": i}))
+    return out
+
+
+def busy_pcie_link(bus_id: str | None) -> Link | None:
+    """The PCIe link as NVML reads it now (call while a copy is in flight)."""
+    nvml = _nvml()
+    if nvml is None or not bus_id:
+        return None
+    try:
+        h = nvml.nvmlDeviceGetHandleByPciBusId_v2(bus_id)
+        gen = nvml.nvmlDeviceGetCurrPcieLinkGeneration(h)
+        width = nvml.nvmlDeviceGetCurrPcieLinkWidth(h)
+    except Exception:
+        return None
+    return pcie_link(gen, width, "nvml")
+
+
+def nvml_nvlinks(a: str | None, b: str | None) -> Link | None:
+    """Active NVLinks from GPU a to GPU b (by bus id), from NVML."""
+    nvml = _nvml()
+    if nvml is None or not a or not b:
+        return None
+    try:
+        h = nvml.nvmlDeviceGetHandleByPciBusId_v2(a)
+    except Exception:
+        return None
+    links, version = 0, None
+    for link in range(NVLINK_MAX_LINKS):
+        try:
+            if nvml.nvmlDeviceGetNvLinkState(h, link) != nvml.NVML_FEATURE_ENABLED:
+                continue
+            remote = nvml.nvmlDeviceGetNvLinkRemotePciInfo_v2(h, link).busId
+            if isinstance(remote, bytes):
+                remote = remote.decode()
+            if sysfs_bus_id(str(remote)) != sysfs_bus_id(b):
+                continue
+            links += 1
+            if version is None:
+                version = int(nvml.nvmlDeviceGetNvLinkVersion(h, link))
+        except Exception:
+            continue
+    return nvlink_link(links, version, "nvml") if links else None
+
+
+def topology_expected(topo: Any, topo_json: dict[str, Any] | None, names: list[str]) -> Expected:
+    """Line rates from gpulane.topology (its bandwidth module first, then its JSON)."""
+    out = _from_json(topo_json) if topo_json else Expected()
+    if topo is None:
+        return out
+    try:
+        from gpulane.topology.bandwidth import expected_host_gbps, expected_pair_gbps
+    except Exception:
+        return out
+    for n in names:
+        try:
+            v = expected_host_gbps(topo, n)
+        except Exception:
+            v = None
+        if v:
+            label = out.host[n].label if n in out.host else "PCIe"
+            out.host[n] = Link(float(v), label, "topology")
+    for a in names:
+        for b in names:
+            if a == b:
+                continue
+            try:
+                v = expected_pair_gbps(topo, a, b)
+            except Exception:
+                v = None
+            if v:
+                label = out.pairs[(a, b)].label if (a, b) in out.pairs else "peer"
+                out.pairs[(a, b)] = Link(float(v), label, "topology")
+    return out
+
+
+def merge_busy(expected: Expected, name: str, busy: Link | None) -> None:
+    """Take the busy NVML reading where the topology gave nothing, or less."""
+    have = expected.host.get(name)
+    if busy is not None and (have is None or have.gbps < busy.gbps - 1e-6):
+        expected.host[name] = busy
+
+
+def fill_pairs(expected: Expected, gpus: list[GpuInfo]) -> None:
+    """Pairs the topology did not cover: NVML NVLinks, else PCIe peer (slower link)."""
+    for a in gpus:
+        for b in gpus:
+            if a is b or (a.name, b.name) in expected.pairs:
+                continue
+            link = nvml_nvlinks(a.bus_id, b.bus_id) or pcie_pair_link(
+                expected.host.get(a.name), expected.host.get(b.name)
+            )
+            if link is not None:
+                expected.pairs[(a.name, b.name)] = link
+
+
+def pair_label(topo_json: dict[str, Any] | None, a: str, b: str) -> str | None:
+    for p in (topo_json or {}).get("pairs") or []:
+        if {p.get("a"), p.get("b")} == {a, b}:
+            return p.get("label")
+    return None
+
+
+def versions(torch: Any, rt: Any | None) -> dict[str, str]:
+    from gpulane import __version__
+
+    out = {"gpulane": __version__, "torch": str(torch.__version__)}
+    if torch.version.cuda:
+        out["cuda"] = str(torch.version.cuda)
+    if rt is not None:
+        try:
+            import cupy
+
+            out["cupy"] = str(cupy.__version__)
+            out["cuda_driver"] = str(rt.driverGetVersion())
+        except Exception:
+            pass
+    nvml = _nvml()
+    if nvml is not None:
+        try:
+            v = nvml.nvmlSystemGetDriverVersion()
+            out["driver"] = v.decode() if isinstance(v, bytes) else str(v)
+        except Exception:
+            pass
+    return out
