@@ -1638,7 +1638,10 @@ def main(argv: list[str]) -> int:
     if not args.json:
         from rich.console import Console
 
-        console = Console(highlight=False, soft_wrap=True)
+        # Not a terminal (a pipe, a file): wide enough for both placements' columns.
+        console = Console(
+            highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 160
+        )
     writer = RowWriter(args.out) if args.out else None
     total = errors = 0
     try:

@@ -879,3 +879,30 @@ def test_thousands_of_ranks_in_the_header() -> None:
     facts = rows[0].extra["nccl_tests"]
     assert "ranks" not in facts and facts["ranks_listed"] == 1440
     assert len(facts["hosts"]) == 64 and facts["gpus"] == ["NVIDIA GB200"]
+
+
+# Recorded on the GPU machine (nvidia-h200-x2, nccl-tests 2.19.6, NCCL 2.28.3) by
+# benchmarks/nccl_tests/record.sh: preset=socket with NCCL_SOCKET_IFNAME=nosuchif0.
+REAL_FAILURE = """\
+# Writing JSON output to /root/out/runs/20261122-005820-broken-39de/nccl-tests-all_reduce-float.json
+# nccl-tests version 2.19.6 nccl-headers=22803 nccl-library=22803
+# Collective test starting: all_reduce_perf
+# nThread 1 nGpus 2 minBytes 8 maxBytes 1048576 step: 2(factor) warmup iters: 5 iters: 20 \
+agg iters: 1 validation: 1 graph: 0 unalign: 0
+#
+# Using devices
+#  Rank  0 Group  0 Pid   4158 on         vm device  0 [0000:00:06] NVIDIA H200
+#  Rank  1 Group  0 Pid   4158 on         vm device  1 [0000:00:07] NVIDIA H200
+vm: Test NCCL failure common.cu:1550 'invalid usage (run with NCCL_DEBUG=WARN for details) / '
+ .. vm pid 4158: Test failure common.cu:1454
+"""
+
+
+def test_real_failure_recorded_on_the_gpu_machine() -> None:
+    (row,) = rows_from_log(REAL_FAILURE, "broken.log")
+    assert row.status == "error" and row.op == "all_reduce" and row.world_size == 2
+    assert row.error == (
+        "all_reduce_perf failed: Test NCCL failure common.cu:1550 on vm: 'invalid usage (run "
+        "with NCCL_DEBUG=WARN for details) / ' [Test failure common.cu:1454 (pid 4158 on vm)]; "
+        "rerun with NCCL_DEBUG=WARN (or INFO) to see NCCL's reason"
+    )
