@@ -5,9 +5,10 @@ from __future__ import annotations
 import os
 import statistics
 import sys
+from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from gpulane.collectives.plan import build_plan
 from gpulane.collectives.table import RowTail, SweepTable
@@ -16,6 +17,7 @@ from gpulane.hydra_app import run_hydra
 from gpulane.launch.context import make_context
 from gpulane.launch.env import discover
 from gpulane.launch.local import launch_local
+from gpulane.launch.worker import CONFIG_FILE
 from gpulane.record import Row
 from gpulane.runs import (
     RunDir,
@@ -85,7 +87,30 @@ def path_label(device: str, ranks: int) -> str | None:
         return None
 
 
+def resume(cfg: DictConfig) -> int:
+    """Measure only what a run directory is missing, with that run's own configuration."""
+    path = Path(str(cfg.resume))
+    if not (path / CONFIG_FILE).is_file():
+        raise InputError(f"resume: {path} is not a gpulane run directory (no {CONFIG_FILE})")
+    saved = OmegaConf.load(path / CONFIG_FILE)
+    assert isinstance(saved, DictConfig)
+    saved.resume = True
+    if str(saved.launcher.name) != "local" or str(saved.backend.name) == "nccl_tests":
+        raise InputError("resume: only runs of the local launcher can be resumed here")
+    run = RunDir(str(saved.run_id), path, str(saved.build))
+    tmp = path / (CONFIG_FILE + ".tmp")
+    OmegaConf.save(saved, tmp)  # the ranks read resume=true from here
+    os.replace(tmp, path / CONFIG_FILE)
+    plan = build_plan(saved, str(saved.device) == "cuda")
+    print(f"# resuming {run.run_id}: {len(run.rows())} rows on disk", flush=True)
+    return run_local(
+        saved, run, run_env(saved), int(saved.world_size), plan.lines, len(plan.placements)
+    )
+
+
 def sweep(cfg: DictConfig) -> int:
+    if cfg.get("resume"):
+        return resume(cfg)
     backend = str(cfg.backend.name)
     info = discover()
     if info is not None and info.launcher != "gpulane":

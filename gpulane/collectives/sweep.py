@@ -14,6 +14,7 @@ from gpulane.collectives.plan import build_plan, point_label
 from gpulane.collectives.spec import Point
 from gpulane.errors import InputError
 from gpulane.launch.context import RankContext
+from gpulane.launch.preflight import check_world, rank_facts
 from gpulane.record import Row, RowWriter
 
 # backend config name -> class implementing gpulane.collectives.backend.Backend
@@ -89,6 +90,60 @@ def preflight(backend: Backend, cfg: Any, points: list[Point]) -> None:
         )
 
 
+def point_key(op: str, dtype: str, requested_bytes: int, in_place: bool) -> str:
+    return f"{op}/{dtype}/{requested_bytes}/{int(in_place)}"
+
+
+def measured_points(run_dir: Any) -> set[str]:
+    """Points a run directory already holds good rows for (what `resume=` skips)."""
+    from gpulane.record import read_rows
+
+    path = run_dir / "rows.jsonl"
+    if not path.exists():
+        return set()
+    return {
+        point_key(
+            r["op"],
+            r["dtype"],
+            int((r.get("extra") or {}).get("requested_bytes", r["size_bytes"])),
+            bool(r["in_place"]),
+        )
+        for r in read_rows(path)
+        if r.get("status") == "ok" and r.get("kind") == "collective" and r.get("time_us")
+    }
+
+
+def allowance_s(point: Point, plan: Any, backend: Backend) -> float:
+    """Extra watchdog time for a large point: every operation of it at a slow path's rate."""
+    floor_bps = 1e9 if backend.on_device else 1e8
+    t = plan.timing
+    ops = t.warmup + t.iters * (2 if backend.on_device else 1) + t.check_iters
+    if t.graph:
+        ops += t.iters * (t.graph_launches + 1)
+    return ops * point.size_bytes / floor_bps
+
+
+def _check_world(cfg: Any, ctx: RankContext, backend: Backend, versions: dict[str, str]) -> None:
+    gpus = None
+    if backend.on_device:
+        import torch
+
+        gpus = torch.cuda.device_count()
+    facts = rank_facts(ctx.rank, ctx.host, versions, str(getattr(backend, "device", "cpu")), gpus)
+    everyone = backend.control.gather(facts)
+    problem = None
+    if everyone is not None:
+        try:
+            ranks = cfg.get("ranks")
+            expected = ranks if isinstance(ranks, int) else cfg.get("world_size")
+            check_world(everyone, expected, ctx.run_dir)
+        except InputError as err:
+            problem = str(err)
+    problem = backend.control.broadcast(problem)
+    if problem:
+        raise InputError(problem)
+
+
 def run_rank(cfg: Any, ctx: RankContext, on_row: Callable[[Row], None] | None = None) -> None:
     if cfg.get("graph"):
         # Only graph replays touch the communicator while timing, and the harness
@@ -107,16 +162,20 @@ def _sweep(
 ) -> None:
     plan = build_plan(cfg, backend.on_device)
     points = [p for _, p in plan.points(ctx.world_size)]
+    versions = {"gpulane": __version__, **backend.versions()}
+    _check_world(cfg, ctx, backend, versions)
     preflight(backend, cfg, points)
     writer = RowWriter(ctx.run_dir) if ctx.is_leader else None
     env = shaping_env()
-    versions = {"gpulane": __version__, **backend.versions()}
     corrupt_rank = cfg.get("corrupt_rank")
+    done = measured_points(ctx.run_dir) if cfg.get("resume") else set()
     index = 0
     for point in points:
         runnable = [ip for ip in plan.placements if backend.supports(point, ip) is None]
         for in_place in runnable:
-            ctx.heartbeat(index, point_label(point, in_place))
+            if point_key(point.op, point.dtype, point.requested_bytes, in_place) in done:
+                continue
+            ctx.heartbeat(index, point_label(point, in_place), allowance_s(point, plan, backend))
             index += 1
             m = measure(backend, point, in_place, plan.timing, corrupt=corrupt_rank == ctx.rank)
             gathered = backend.control.gather(m)

@@ -36,9 +36,13 @@ class RankContext:
     def is_leader(self) -> bool:
         return self.info.rank == 0
 
-    def heartbeat(self, index: int, label: str) -> None:
-        """Record that this rank reached point ``index`` (read by the launcher's watchdog)."""
-        write_heartbeat(self.run_dir, self.rank, index, label, self.host)
+    def heartbeat(self, index: int, label: str, allow_s: float = 0.0) -> None:
+        """Record that this rank reached point ``index`` (read by the launcher's watchdog).
+
+        ``allow_s`` is how much longer than the run's timeout this point may take (a
+        large message over a slow path), so that the watchdog's limit scales with it.
+        """
+        write_heartbeat(self.run_dir, self.rank, index, label, self.host, allow_s)
 
 
 def make_context(info: RankInfo, run_dir: str | os.PathLike[str]) -> RankContext:
@@ -53,13 +57,16 @@ class Heartbeat:
     host: str
     pid: int
     at: float
+    allow_s: float = 0.0
 
 
-def write_heartbeat(run_dir: Path, rank: int, index: int, label: str, host: str) -> None:
+def write_heartbeat(
+    run_dir: Path, rank: int, index: int, label: str, host: str, allow_s: float = 0.0
+) -> None:
     d = run_dir / HEARTBEAT_DIR
     d.mkdir(parents=True, exist_ok=True)
     tmp = d / f".rank-{rank}.tmp"
-    tmp.write_text(f"{index}\t{time.time():.3f}\t{os.getpid()}\t{host}\t{label}\n")
+    tmp.write_text(f"{index}\t{time.time():.3f}\t{os.getpid()}\t{host}\t{allow_s:.1f}\t{label}\n")
     os.replace(tmp, d / f"rank-{rank}")
 
 
@@ -88,9 +95,9 @@ def read_heartbeats(run_dir: Path) -> dict[int, Heartbeat]:
         return out
     for f in d.glob("rank-*"):
         try:
-            index, at, pid, host, label = f.read_text().rstrip("\n").split("\t", 4)
+            index, at, pid, host, allow, label = f.read_text().rstrip("\n").split("\t", 5)
             rank = int(f.name.split("-", 1)[1])
-            out[rank] = Heartbeat(rank, int(index), label, host, int(pid), float(at))
+            out[rank] = Heartbeat(rank, int(index), label, host, int(pid), float(at), float(allow))
         except (OSError, ValueError):
             continue
     return out

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -17,7 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpulane.launch.context import LOG_DIR, read_heartbeats, read_rank_errors
+from gpulane.launch.context import HEARTBEAT_DIR, LOG_DIR, read_heartbeats, read_rank_errors
 from gpulane.launch.env import free_port
 
 POLL_S = 0.1
@@ -71,6 +72,8 @@ def launch_local(
 ) -> LaunchResult:
     """Start ``nprocs`` ranks of ``job`` and wait for them under the watchdog."""
     (run_dir / LOG_DIR).mkdir(parents=True, exist_ok=True)
+    # A resumed run starts with fresh heartbeats: old ones would look like a stall.
+    shutil.rmtree(run_dir / HEARTBEAT_DIR, ignore_errors=True)
     port = free_port()
     procs: dict[int, subprocess.Popen[bytes]] = {}
     logs = []
@@ -186,7 +189,8 @@ def _stalled(
             )
         return None
     latest = max(b.at for b in beats.values())
-    limit = timeout_s if max(b.index for b in beats.values()) >= 0 else startup_s
+    allow = max(b.allow_s for b in beats.values())
+    limit = (timeout_s + allow) if max(b.index for b in beats.values()) >= 0 else startup_s
     if now - latest <= limit:
         return None
     front = max(b.index for b in beats.values())

@@ -107,3 +107,51 @@ def test_sigterm_to_the_front_keeps_rows_and_exits_143(tmp_path: Path) -> None:
             not Path(f"/proc/{b.pid}").exists()
             or "zombie" in Path(f"/proc/{b.pid}/status").read_text().lower()
         )
+
+
+def test_resume_measures_only_what_is_missing(tmp_path: Path) -> None:
+    proc = _start(tmp_path, "timeout_s=30")
+    run = _wait_for_rows(tmp_path, 3)
+    os.kill(read_heartbeats(run)[1].pid, signal.SIGKILL)
+    proc.communicate(timeout=120)
+    before = [r for r in rows_of(run) if r["status"] == "ok"]
+    out = subprocess.run(
+        [sys.executable, "-m", "gpulane.cli", "sweep", f"resume={run}"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    ok = [r for r in rows_of(run) if r["status"] == "ok"]
+    sizes = [r["size_bytes"] for r in ok]
+    # every size of the sweep once: the earlier rows kept, the rest added
+    assert sorted(sizes) == [1024 << i for i in range(11)]
+    assert ok[: len(before)] == before
+    assert (run / "rows.parquet").exists()
+
+
+def test_two_runs_into_one_store_do_not_interfere(tmp_path: Path) -> None:
+    cmd = [
+        sys.executable,
+        "-m",
+        "gpulane.cli",
+        "sweep",
+        "ranks=2",
+        "device=cpu",
+        "sizes.min=1K",
+        "sizes.max=8K",
+        "iters=3",
+        f"results_dir={tmp_path}",
+    ]
+    procs = [
+        subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, text=True) for _ in range(2)
+    ]
+    for p in procs:
+        p.communicate(timeout=300)
+        assert p.returncode == 0
+    runs = run_dirs(tmp_path)
+    assert len(runs) == 2
+    for run in runs:
+        rows = rows_of(run)
+        assert len(rows) == 4 and len({r["run_id"] for r in rows}) == 1
