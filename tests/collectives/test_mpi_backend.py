@@ -311,3 +311,42 @@ def test_flavor_and_ompi_info_parsing() -> None:
     assert parse_ompi_cuda(text) is True
     assert parse_ompi_cuda(text.replace("true", "false")) is False
     assert parse_ompi_cuda("nothing here") is None
+
+
+# -- a rank that fails alone --------------------------------------------------------------
+def lone_failure_job(cfg: Any, ctx: Any) -> None:
+    """Rank 1 fails while rank 0 waits in a collective for it (run by the ranks)."""
+    from gpulane.collectives.mpi_backend import MpiBackend
+    from gpulane.errors import RunFailed
+
+    backend = MpiBackend(ctx, device="cpu")
+    try:
+        ctx.heartbeat(0, "the point")
+        if ctx.rank == 1:
+            raise RunFailed("rank 1 broke alone")
+        backend.control.barrier()
+    finally:
+        backend.close()
+
+
+def test_rank_failing_alone_aborts_the_job_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Not a wait in MPI_Finalize until the watchdog's timeout: MPI_Abort at exit."""
+    import time
+
+    from gpulane.launch.mpirun import run_mpirun
+    from gpulane.runs import make_run_dir, save_config
+    from tests.launch.test_mpirun import ROOT, job_config
+
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    cfg = job_config(tmp_path)
+    cfg.timeout_s = 120
+    run = make_run_dir(cfg)
+    saved = save_config(cfg, run, world_size=2)
+    t0 = time.monotonic()
+    code = run_mpirun(saved, run, {}, "tests.collectives.test_mpi_backend:lone_failure_job")
+    assert code == 1
+    assert time.monotonic() - t0 < 60
+    err = capsys.readouterr().err
+    assert "rank 1" in err and "rank 1 broke alone" in err and "during the point" in err

@@ -166,24 +166,26 @@ def test_torch_backend_started_by_mpirun(tmp_path: Path) -> None:
     assert {r["extra"]["launcher"] for r in out} == {"mpirun"}
 
 
-def test_mpi_rendezvous_agrees_on_rank_0s_port() -> None:
+def test_mpi_rendezvous_agrees_on_rank_0s_port(tmp_path: Path) -> None:
     script = (
+        "import sys\n"
         "from mpi4py import MPI\n"
         "from gpulane.launch.env import discover\n"
         "from gpulane.launch.mpi_rendezvous import init_method\n"
-        "print('URL', MPI.COMM_WORLD.Get_rank(), init_method(discover()), flush=True)\n"
+        "url = init_method(discover())\n"
+        "open(f'{sys.argv[1]}/url-{MPI.COMM_WORLD.Get_rank()}', 'w').write(str(url))\n"
     )
     env = {k: v for k, v in os.environ.items() if k not in ("MASTER_ADDR", "MASTER_PORT")}
     p = subprocess.run(
-        [*MPIRUN, "-np", "3", sys.executable, "-c", script],
+        [*MPIRUN, "-np", "3", sys.executable, "-c", script, str(tmp_path)],
         capture_output=True,
         text=True,
         timeout=120,
         env=env,
     )
     assert p.returncode == 0, p.stdout + p.stderr
-    urls = [ln.split()[2] for ln in p.stdout.splitlines() if ln.startswith("URL")]
-    assert len(urls) == 3 and len(set(urls)) == 1
+    urls = [(tmp_path / f"url-{r}").read_text() for r in range(3)]
+    assert len(set(urls)) == 1
     assert urls[0].startswith("tcp://127.0.0.1:")
 
 
