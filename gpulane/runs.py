@@ -89,7 +89,8 @@ def save_config(cfg: DictConfig, run: RunDir, **extra: Any) -> DictConfig:
     assert isinstance(data, dict)
     data.update(run_id=run.run_id, build=run.build, **extra)
     saved = OmegaConf.create(data)
-    tmp = run.path / (CONFIG_FILE + ".tmp")
+    # One temporary file per process: under an outer mpirun/srun every rank saves.
+    tmp = run.path / f"{CONFIG_FILE}.{os.getpid()}.tmp"
     OmegaConf.save(saved, tmp)
     os.replace(tmp, run.path / CONFIG_FILE)
     return saved

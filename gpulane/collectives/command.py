@@ -170,7 +170,7 @@ def run_local(
         except (KeyboardInterrupt, Terminated) as ex:
             poll()
             code = 143 if isinstance(ex, Terminated) else 130
-            _error_row(cfg, run, "interrupted" if code == 130 else "terminated (SIGTERM)", None)
+            error_row(cfg, run, "interrupted" if code == 130 else "terminated (SIGTERM)", None)
             run.finish()
             table.print(
                 f"# {'interrupted' if code == 130 else 'terminated'}: rows so far kept in {run.path}"
@@ -183,12 +183,12 @@ def run_local(
         sys.stderr.write(f"gpulane: error: {message}\n")
         return code
     if not result.ok:
-        _error_row(cfg, run, result.failure or "run failed", result.stalled_at)
+        error_row(cfg, run, result.failure or "run failed", result.stalled_at)
         status = RunFailed.exit_code
-    return _finish(cfg, run, status, result.failure)
+    return finish(cfg, run, status, result.failure)
 
 
-def _error_row(cfg: Any, run: RunDir, message: str, where: str | None) -> None:
+def error_row(cfg: Any, run: RunDir, message: str, where: str | None) -> None:
     op = where.split()[0] if where and where not in ("started", "done") else "run"
     run.write_error(
         Row(
@@ -205,7 +205,7 @@ def _error_row(cfg: Any, run: RunDir, message: str, where: str | None) -> None:
     )
 
 
-def _finish(cfg: Any, run: RunDir, status: int, failure: str | None) -> int:
+def finish(cfg: Any, run: RunDir, status: int, failure: str | None) -> int:
     rows = run.rows()
     run.finish()
     measured = [r for r in rows if r.get("time_us") is not None]
@@ -243,6 +243,6 @@ def _in_process(cfg: DictConfig, info: Any) -> int:
         print(f"# gpulane sweep: rank 0 of {info.world_size} ({info.launcher}), run {run.run_id}")
         with SweepTable(plan.lines, len(plan.placements), progress=False) as table:
             run_rank(saved, ctx, on_row=lambda row: table.add(row.to_dict()))
-        return _finish(saved, run, 0, None)
+        return finish(saved, run, 0, None)
     run_rank(saved, ctx)
     return 0

@@ -222,6 +222,13 @@ class TorchBackend(Backend):
 
 
 def init_method(ctx: RankContext) -> str:
+    """Where rank 0's store listens: from the launcher, or agreed over MPI when mpirun
+    started the ranks without MASTER_ADDR (every rank calls this; it may be collective)."""
+    from gpulane.launch.mpi_rendezvous import init_method as mpi_init_method
+
+    agreed = mpi_init_method(ctx.info)
+    if agreed is not None:
+        return agreed
     addr = ctx.info.master_addr or os.environ.get("MASTER_ADDR", "127.0.0.1")
     port = ctx.info.master_port or int(os.environ.get("MASTER_PORT", "29500"))
     return f"tcp://{addr}:{port}"

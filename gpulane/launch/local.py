@@ -145,7 +145,7 @@ def _watch(
                 _kill_all(procs)
                 return _failure_result(procs, run_dir, first_failure)
         else:
-            stalled = _stalled(run_dir, len(procs), started, timeout_s, startup_s)
+            stalled = find_stall(run_dir, len(procs), started, timeout_s, startup_s)
             if stalled is not None:
                 _kill_all(procs)
                 message, ranks, label = stalled
@@ -173,7 +173,7 @@ def _failure_result(
     return LaunchResult(codes, message, [rank], where, user_error)
 
 
-def _stalled(
+def find_stall(
     run_dir: Path, nprocs: int, started: float, timeout_s: float, startup_s: float
 ) -> tuple[str, list[int], str | None] | None:
     beats = read_heartbeats(run_dir)

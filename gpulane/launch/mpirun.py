@@ -26,7 +26,7 @@ from typing import Any
 from gpulane.errors import InputError, MissingComponent, RunFailed
 from gpulane.launch.context import LOG_DIR, read_heartbeats
 from gpulane.launch.env import free_port
-from gpulane.launch.local import POLL_S, LaunchResult, _stalled, describe_exit, log_path, tail
+from gpulane.launch.local import POLL_S, LaunchResult, describe_exit, find_stall, log_path, tail
 
 MPIRUN_LOG = "mpirun.log"
 # Variables that say "you are rank N" to gpulane: a launcher's own must not leak into the ranks.
@@ -319,7 +319,7 @@ def watch_mpirun(
                 return LaunchResult(codes)
             message, ranks, where = describe_failure(run_dir, nprocs, code)
             return LaunchResult(codes, message, ranks, where)
-        stalled = _stalled(run_dir, nprocs, started, timeout_s, startup_s)
+        stalled = find_stall(run_dir, nprocs, started, timeout_s, startup_s)
         if stalled is not None:
             stop(proc)
             message, ranks, label = stalled
@@ -370,7 +370,7 @@ def all_local(hostfile: str | None, extra_args: Sequence[str], env: Mapping[str,
 
 def run_mpirun(cfg: Any, run: Any, env: dict[str, str], job: str) -> int:
     """Start ``cfg.world_size`` ranks of ``job`` with mpirun; show the table; keep the rows."""
-    from gpulane.collectives.command import _error_row, _finish
+    from gpulane.collectives.command import error_row, finish
     from gpulane.collectives.plan import build_plan
     from gpulane.collectives.table import RowTail, SweepTable
     from gpulane.runs import Terminated, sigterm_as_exception
@@ -459,7 +459,7 @@ def run_mpirun(cfg: Any, run: Any, env: dict[str, str], job: str) -> int:
             poll()
             code = 143 if isinstance(ex, Terminated) else 130
             what = "interrupted" if code == 130 else "terminated (SIGTERM)"
-            _error_row(cfg, run, what, None)
+            error_row(cfg, run, what, None)
             run.finish()
             table.print(f"# {what}: rows so far kept in {run.path}")
             return code
@@ -468,9 +468,9 @@ def run_mpirun(cfg: Any, run: Any, env: dict[str, str], job: str) -> int:
         poll()
     status = 0
     if not result.ok:
-        _error_row(cfg, run, result.failure or "mpirun failed", result.stalled_at)
+        error_row(cfg, run, result.failure or "mpirun failed", result.stalled_at)
         status = RunFailed.exit_code
-    return _finish(cfg, run, status, result.failure)
+    return finish(cfg, run, status, result.failure)
 
 
 class _NoteTail:

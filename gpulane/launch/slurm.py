@@ -687,9 +687,9 @@ class Waiter:
             if state == "RUNNING":
                 if self.running_since is None:
                     self.running_since = time.monotonic()
-                from gpulane.launch.local import _stalled
+                from gpulane.launch.local import find_stall
 
-                stalled = _stalled(
+                stalled = find_stall(
                     self.run_dir,
                     self.record.tasks,
                     self.running_since,
