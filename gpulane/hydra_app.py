@@ -18,6 +18,20 @@ from gpulane.errors import GpulaneError
 Task = Callable[[DictConfig], int]
 
 
+def comma_lists(argv: list[str], keys: frozenset[str] | set[str]) -> list[str]:
+    """``key=a,b`` as the list ``key=[a,b]`` for the given keys (Hydra would refuse it as an
+    ambiguous sweep), except under -m/--multirun, where a comma list sweeps as Hydra means."""
+    if any(a in ("-m", "--multirun") for a in argv):
+        return argv
+    out = []
+    for arg in argv:
+        key, sep, value = arg.partition("=")
+        if sep and key.lstrip("+~") in keys and "," in value and value[:1] not in "[\"'":
+            arg = f"{key}=[{value}]"
+        out.append(arg)
+    return out
+
+
 def run_hydra(config_name: str, task: Task, argv: list[str], prog: str) -> int:
     statuses: list[int] = []
 

@@ -24,27 +24,14 @@ from gpulane.inference.runner import as_list
 from gpulane.inference.shapes import dtype_bytes, shape_from_config
 from gpulane.topology.model import Topology
 
-LIST_KEYS = ("batch", "input_len", "output_len", "run")
+LIST_KEYS = frozenset({"batch", "input_len", "output_len", "run"})
 ROWS_SUFFIXES = (".jsonl", ".parquet")
 
 
-def list_overrides(argv: list[str]) -> list[str]:
-    """``batch=1,32`` (and input_len, output_len, run) as a list, not a Hydra sweep."""
-    if any(a in ("-m", "--multirun") for a in argv):
-        return argv
-    out = []
-    for arg in argv:
-        key, sep, value = arg.partition("=")
-        if sep and key.lstrip("+~") in LIST_KEYS and "," in value and value[:1] not in "[\"'":
-            arg = f"{key}=[{value}]"
-        out.append(arg)
-    return out
-
-
 def main(argv: list[str]) -> int:
-    from gpulane.hydra_app import run_hydra
+    from gpulane.hydra_app import comma_lists, run_hydra
 
-    return run_hydra("advise", advise, list_overrides(argv), "gpulane advise")
+    return run_hydra("advise", advise, comma_lists(argv, LIST_KEYS), "gpulane advise")
 
 
 # -- inputs ------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from omegaconf import DictConfig, OmegaConf
 from gpulane.collectives.plan import build_plan
 from gpulane.collectives.table import RowTail, SweepTable
 from gpulane.errors import InputError, MissingComponent, RunFailed
-from gpulane.hydra_app import run_hydra
+from gpulane.hydra_app import comma_lists, run_hydra
 from gpulane.launch.context import make_context
 from gpulane.launch.env import discover
 from gpulane.launch.local import launch_local
@@ -31,8 +31,13 @@ from gpulane.runs import (
 JOB = "gpulane.collectives.sweep:run_rank"
 
 
+# Keys that take several values in one run: `collectives=all_reduce,all_gather` means the
+# list (outside -m, where Hydra reads a comma list as a sweep).
+LIST_KEYS = frozenset({"collectives", "dtype"})
+
+
 def main(argv: list[str]) -> int:
-    return run_hydra("sweep", sweep, argv, "gpulane sweep")
+    return run_hydra("sweep", sweep, comma_lists(argv, LIST_KEYS), "gpulane sweep")
 
 
 def local_gpus() -> int:

@@ -16,7 +16,7 @@ from rich.table import Table
 
 from gpulane.collectives.command import local_gpus, path_label
 from gpulane.errors import InputError, MissingComponent, RunFailed
-from gpulane.hydra_app import run_hydra
+from gpulane.hydra_app import comma_lists, run_hydra
 from gpulane.inference.memory import OVERHEAD_BYTES, GiB, cache_len, check_fits
 from gpulane.inference.runner import configs
 from gpulane.inference.shapes import ModelShape, dtype_bytes, shape_from_config
@@ -37,25 +37,11 @@ JOB = "gpulane.inference.runner:run_rank"
 CPU_OVERHEAD = 1 << 29
 
 
-LIST_KEYS = ("batch", "input_len", "output_len")
-
-
-def list_overrides(argv: list[str]) -> list[str]:
-    """``batch=1,8,32`` as the list ``batch=[1,8,32]`` (Hydra would read it as a sweep),
-    except under -m/--multirun, where a comma list sweeps as Hydra means it."""
-    if any(a in ("-m", "--multirun") for a in argv):
-        return argv
-    out = []
-    for arg in argv:
-        key, sep, value = arg.partition("=")
-        if sep and key.lstrip("+~") in LIST_KEYS and "," in value and value[:1] not in "[\"'":
-            arg = f"{key}=[{value}]"
-        out.append(arg)
-    return out
+LIST_KEYS = frozenset({"batch", "input_len", "output_len"})
 
 
 def main(argv: list[str]) -> int:
-    return run_hydra("tokens", tokens, list_overrides(argv), "gpulane tokens")
+    return run_hydra("tokens", tokens, comma_lists(argv, LIST_KEYS), "gpulane tokens")
 
 
 def _int(value: Any, what: str) -> int:

@@ -69,6 +69,9 @@ PEER_SYMPTOMS = (
     "sigterm",
 )
 STDERR_TAIL_LINES = 30
+PATTERNS = ("allocation", "per-node", "pairs", "halving")
+# Written by rank 0 of a packed job into a combination's run directory when it finished.
+PACKED_DONE = ".packed-done"
 
 
 # --------------------------------------------------------------------------------------
@@ -96,6 +99,8 @@ class SlurmSettings:
     wait: bool = True
     poll_s: float = 2.0
     startup_s: float = 600.0
+    pattern: str = "allocation"  # allocation, per-node, pairs, halving (slurm_patterns)
+    pack: bool = False  # under -m: every combination in one job (slurm_patterns)
 
     @property
     def world_size(self) -> int:
@@ -162,6 +167,11 @@ def settings(cfg: Any) -> SlurmSettings:
     if backend == "mpi" and not any(a.startswith("--mpi") for a in srun):
         # Debian's (and most) Open MPI builds start under srun only through PMIx.
         srun.append("--mpi=pmix")
+    pattern = str(sec.get("pattern") or "allocation").replace("_", "-")
+    if pattern not in PATTERNS:
+        raise InputError(
+            f"launcher.pattern: expected one of {', '.join(PATTERNS)}, got {pattern!r}"
+        )
     poll = sec.get("poll_s", 2.0)
     if not isinstance(poll, (int, float)) or isinstance(poll, bool) or poll <= 0:
         raise InputError(f"launcher.poll_s: expected seconds > 0, got {poll!r}")
@@ -184,6 +194,8 @@ def settings(cfg: Any) -> SlurmSettings:
         wait=bool(sec.get("wait", True)),
         poll_s=float(poll),
         startup_s=float(sec.get("startup_s") or 600),
+        pattern=pattern,
+        pack=bool(sec.get("pack") or False),
     )
 
 
@@ -253,6 +265,9 @@ except ImportError:  # pragma: no cover - hydra is a dependency
     _HydraCallbackBase = object  # type: ignore[assignment,misc]
 
 
+BASIC_LAUNCHER = "hydra._internal.core_plugins.basic_launcher.BasicLauncher"
+
+
 class HydraCallback(_HydraCallbackBase):  # type: ignore[misc,valid-type]
     """Named in conf/launcher/slurm.yaml: under ``-m`` it copies ``launcher.*`` into
     ``hydra.launcher`` before hydra-submitit-launcher submits the job array."""
@@ -260,11 +275,33 @@ class HydraCallback(_HydraCallbackBase):  # type: ignore[misc,valid-type]
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         from omegaconf import flag_override
 
-        if str(config.hydra.launcher.get("_target_", "")).endswith("SlurmLauncher"):
-            values = hydra_launcher_settings(config)
+        if not str(config.hydra.launcher.get("_target_", "")).endswith("SlurmLauncher"):
+            return
+        s = settings(config)
+        if s.pattern != "allocation":
+            raise InputError(
+                f"launcher.pattern={s.pattern} submits its own jobs; run it without -m"
+            )
+        if s.pack:
+            # Packing: Hydra's basic launcher calls the task in this process once per
+            # combination; the task queues it, and on_multirun_end submits one job.
+            from gpulane.launch.slurm_patterns import start_packing
+
+            start_packing()
             with flag_override(config, ["struct", "readonly"], [False, False]):
-                for key, value in values.items():
-                    config.hydra.launcher[key] = value
+                config.hydra.launcher = OmegaConf.create({"_target_": BASIC_LAUNCHER})
+            return
+        values = hydra_launcher_settings(config)
+        with flag_override(config, ["struct", "readonly"], [False, False]):
+            for key, value in values.items():
+                config.hydra.launcher[key] = value
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        from gpulane.launch.slurm_patterns import finish_packing
+
+        status = finish_packing()
+        if status:
+            raise SystemExit(status)
 
 
 # --------------------------------------------------------------------------------------
@@ -339,6 +376,24 @@ def _local_path(cfg: Any, nodes: int, local_world: int) -> str | None:
         return worst_path_for_gpus(list(range(local_world)))  # type: ignore[no-any-return]
     except Exception:
         return None
+
+
+def packed_task(items: list[tuple[str, str, dict[str, str]]], startup_s: float = 600.0) -> int:
+    """What every task of a packed job runs: the combinations ``(job, run_dir, env)`` one
+    after the other in this allocation, each into its own run directory with its own
+    rendezvous and environment (restored between them). Rank 0 marks each one finished
+    (:data:`PACKED_DONE`); the first that raises ends the job."""
+    base = dict(os.environ)
+    rank = 0
+    for job, run_dir, env in items:
+        try:
+            rank = slurm_task(job, run_dir, env, startup_s)
+        finally:
+            os.environ.clear()
+            os.environ.update(base)
+        if rank == 0:
+            (Path(run_dir) / PACKED_DONE).write_text(utc_now() + "\n")
+    return rank
 
 
 def slurm_task(job: str, run_dir: str, env: dict[str, str], startup_s: float = 600.0) -> int:
@@ -600,16 +655,43 @@ def failure_row(
     )
 
 
-def _submit(cfg: Any, run_path: Path, env: dict[str, str], job: str, s: SlurmSettings) -> Any:
+def make_executor(folder: Path, params: dict[str, Any]) -> Any:
+    """A submitit Slurm executor with ``params`` (see :func:`executor_parameters`)."""
     try:
         import submitit
     except ImportError as err:
         raise MissingComponent("submitit is not installed; pip install submitit") from err
-    folder = run_path / s.folder / "%j"
     executor = submitit.AutoExecutor(folder=folder, cluster="slurm")
-    executor.update_parameters(**executor_parameters(s, f"gpulane-{cfg.run_id}"))
+    executor.update_parameters(**params)
+    return executor
+
+
+def sbatch_options(folder: Path, params: dict[str, Any]) -> list[str]:
+    """The ``#SBATCH`` options submitit would write for ``params`` (nothing is submitted):
+    what ``launcher.dry_run=true`` prints."""
+    executor = make_executor(folder, params)
+    text = executor._executor._make_submission_file_text("srun ...", "dry-run")
+    return [
+        ln[len("#SBATCH ") :].strip()
+        for ln in str(text).splitlines()
+        if ln.startswith("#SBATCH ") and not ln.startswith(("#SBATCH --output", "#SBATCH --error"))
+    ]
+
+
+def _submit(
+    cfg: Any,
+    run_path: Path,
+    s: SlurmSettings,
+    fn: Callable[..., Any],
+    *args: Any,
+    nodelist: str | None = None,
+) -> Any:
+    params = executor_parameters(s, f"gpulane-{cfg.run_id}")
+    if nodelist:
+        params["slurm_nodelist"] = nodelist
+    executor = make_executor(run_path / s.folder / "%j", params)
     try:
-        return executor.submit(slurm_task, job, str(run_path), dict(env), s.startup_s)
+        return executor.submit(fn, *args)
     except Exception as err:  # sbatch's own words
         first = str(err).strip().splitlines()
         raise RunFailed(
@@ -641,7 +723,7 @@ class Waiter:
     ) -> None:
         self.job = job
         self.record = record
-        self.run_dir = run_dir
+        self.run_dir = run_dir  # where the heartbeats are (a packed job moves it along)
         self.poll_s = poll_s
         self.timeout_s = timeout_s
         self.startup_s = startup_s
@@ -652,6 +734,7 @@ class Waiter:
         self.running_since: float | None = None
         self.stall: str | None = None
         self._unknown_since = time.monotonic()
+        self._shown = ""
 
     def poll_state(self) -> str:
         raw = self.job.watcher.get_state(self.job.job_id, mode="force")
@@ -670,46 +753,63 @@ class Waiter:
                 state = "COMPLETED" if all(o == "success" for o in outcomes) else "FAILED"
         return state
 
-    def wait(self) -> str:
-        last_shown = ""
-        while True:
+    def step(self) -> str | None:
+        """One poll: the final state (or ``STALLED``), or None while the job goes on."""
+        self.on_poll()
+        state = self.poll_state()
+        if state != self._shown and state != "UNKNOWN":
+            where = f" on {self.nodelist}" if self.nodelist and state == "RUNNING" else ""
+            word = "queued" if state in QUEUED_STATES else state.lower()
+            self.say(f"# slurm job {self.record.job_id}: {word}{where}")
+            self._shown = state
+        if state in FINAL_STATES:
+            self.state = state
             self.on_poll()
-            state = self.poll_state()
-            if state != last_shown and state != "UNKNOWN":
-                where = f" on {self.nodelist}" if self.nodelist and state == "RUNNING" else ""
-                word = "queued" if state in QUEUED_STATES else state.lower()
-                self.say(f"# slurm job {self.record.job_id}: {word}{where}")
-                last_shown = state
-            if state in FINAL_STATES:
-                self.state = state
-                self.on_poll()
-                return state
-            if state == "RUNNING":
-                if self.running_since is None:
-                    self.running_since = time.monotonic()
-                from gpulane.launch.local import find_stall
+            return state
+        if state == "RUNNING":
+            if self.running_since is None:
+                self.running_since = time.monotonic()
+            from gpulane.launch.local import find_stall
 
-                stalled = find_stall(
-                    self.run_dir,
-                    self.record.tasks,
-                    self.running_since,
-                    self.timeout_s,
-                    self.startup_s,
-                )
-                if stalled is not None:
-                    self.stall = stalled[0]
-                    self.job.cancel(check=False)
-                    self.state = "CANCELLED"
-                    self.on_poll()
-                    return "STALLED"
+            stalled = find_stall(
+                self.run_dir,
+                self.record.tasks,
+                self.running_since,
+                self.timeout_s,
+                self.startup_s,
+            )
+            if stalled is not None:
+                self.stall = stalled[0]
+                self.job.cancel(check=False)
+                self.state = "CANCELLED"
+                self.on_poll()
+                return "STALLED"
+        return None
+
+    def wait(self) -> str:
+        while True:
+            state = self.step()
+            if state is not None:
+                return state
             time.sleep(self.poll_s)
 
 
-def run_slurm(cfg: DictConfig, run: Any, env: dict[str, str], job: str) -> int:
-    """``launcher=slurm``: submit one job of ``nodes`` x ``tasks_per_node`` ranks of ``job``."""
+@dataclass
+class Submitted:
+    """One submitted run: its saved configuration, settings, submitit job and record."""
+
+    cfg: Any
+    run_path: Path
+    settings: SlurmSettings
+    job: Any
+    record: JobRecord
+    device: str
+
+
+def prepare(cfg: DictConfig, run: Any, s: SlurmSettings) -> tuple[DictConfig, str]:
+    """The run's configuration as the tasks will read it, and the device."""
     from gpulane.runs import save_config
 
-    s = settings(cfg)
     device = str(cfg.get("device") or "auto")
     if device == "auto":
         device = "cuda" if s.gpus_per_node else "cpu"
@@ -718,7 +818,6 @@ def run_slurm(cfg: DictConfig, run: Any, env: dict[str, str], job: str) -> int:
             f"launcher.tasks_per_node={s.tasks_per_node} is more than gpus_per_node="
             f"{s.gpus_per_node}: one rank per GPU at most"
         )
-    run_path = Path(run.path).resolve()
     saved = save_config(
         cfg,
         run,
@@ -728,7 +827,32 @@ def run_slurm(cfg: DictConfig, run: Any, env: dict[str, str], job: str) -> int:
         path=None,
         hosts=None,
     )
-    sjob = _submit(saved, run_path, env, job, s)
+    return saved, device
+
+
+def submit_run(
+    cfg: DictConfig,
+    run: Any,
+    env: dict[str, str],
+    job: str,
+    s: SlurmSettings,
+    nodelist: str | None = None,
+) -> Submitted:
+    """Save the run's configuration and submit one job of ``s.nodes`` x
+    ``s.tasks_per_node`` ranks of ``job`` (on ``nodelist`` when given)."""
+    saved, device = prepare(cfg, run, s)
+    run_path = Path(run.path).resolve()
+    sjob = _submit(
+        saved,
+        run_path,
+        s,
+        slurm_task,
+        job,
+        str(run_path),
+        dict(env),
+        s.startup_s,
+        nodelist=nodelist,
+    )
     record = JobRecord(
         job_id=str(sjob.job_id),
         folder=str(run_path / s.folder / "%j"),
@@ -737,10 +861,28 @@ def run_slurm(cfg: DictConfig, run: Any, env: dict[str, str], job: str) -> int:
         tasks_per_node=s.tasks_per_node,
     )
     record.save(run_path)
+    return Submitted(saved, run_path, s, sjob, record, device)
+
+
+def run_slurm(cfg: DictConfig, run: Any, env: dict[str, str], job: str) -> int:
+    """``launcher=slurm``: submit one job of ``nodes`` x ``tasks_per_node`` ranks of ``job``;
+    ``launcher.pattern`` (per-node, pairs, halving) and ``launcher.pack`` (under -m) go
+    to :mod:`gpulane.launch.slurm_patterns`."""
+    s = settings(cfg)
+    if s.pattern != "allocation" or s.pack:
+        from gpulane.launch import slurm_patterns
+
+        if s.pattern != "allocation":
+            return slurm_patterns.run_pattern(cfg, run, env, job, s)
+        if slurm_patterns.packing():
+            return slurm_patterns.queue_packed(cfg, run, env, job, s)
+        # pack=true without -m: one combination, an ordinary job.
+    sub = submit_run(cfg, run, env, job, s)
+    saved, run_path, record = sub.cfg, sub.run_path, sub.record
     where = f", partition {s.partition}" if s.partition else ""
     print(
         f"# gpulane sweep: {saved.backend.name} on {s.nodes} node(s) x {s.tasks_per_node} "
-        f"{device} ranks{where}, build {run.build}, run {run.run_id}",
+        f"{sub.device} ranks{where}, build {run.build}, run {run.run_id}",
         flush=True,
     )
     if env:
@@ -750,7 +892,7 @@ def run_slurm(cfg: DictConfig, run: Any, env: dict[str, str], job: str) -> int:
         print(f"run directory: {run_path}")
         print(f"collect with: gpulane results {run_path}")
         return 0
-    return _wait_and_collect(saved, run_path, sjob, record, s, float(cfg.timeout_s))
+    return _wait_and_collect(saved, run_path, sub.job, record, s, float(cfg.timeout_s))
 
 
 def _plan_lines(cfg: Any) -> tuple[int, int]:
@@ -761,6 +903,19 @@ def _plan_lines(cfg: Any) -> tuple[int, int]:
         return plan.lines, len(plan.placements)
     except Exception:
         return 0, 2
+
+
+def print_table(cfg: Any, run_path: Path) -> None:
+    """The nccl-tests-style table of the rows in ``run_path`` (after the fact)."""
+    from gpulane.collectives.table import SweepTable
+
+    lines, placements = _plan_lines(cfg)
+    with SweepTable(lines, placements, progress=False) as table:
+        rows = run_path / "rows.jsonl"
+        if rows.exists():
+            for ln in rows.read_text().splitlines():
+                if ln.strip():
+                    table.add(json.loads(ln))
 
 
 def _wait_and_collect(
@@ -788,17 +943,22 @@ def _wait_and_collect(
             code = 143 if isinstance(ex, Terminated) else 130
             poll()
             what = "interrupted" if code == 130 else "terminated (SIGTERM)"
-            _write_error(
-                cfg,
-                run_path,
-                record,
-                "CANCELLED",
-                TaskFailure(0, None, f"by the front ({what}); rows so far are kept", ""),
-            )
+            cancelled(cfg, run_path, record, what)
             table.print(f"# {what}: slurm job {record.job_id} cancelled; rows kept in {run_path}")
-            _finish_files(run_path)
             return code
     return _conclude(cfg, run_path, sjob, record, state, waiter.nodelist, waiter.stall)
+
+
+def cancelled(cfg: Any, run_path: Path, record: JobRecord, what: str) -> None:
+    """The error row (and Parquet copy) of a run whose job the front cancelled."""
+    _write_error(
+        cfg,
+        run_path,
+        record,
+        "CANCELLED",
+        TaskFailure(0, None, f"by the front ({what}); rows so far are kept", ""),
+    )
+    _finish_files(run_path)
 
 
 def _write_error(cfg: Any, run_path: Path, record: JobRecord, state: str, f: TaskFailure) -> None:
@@ -818,7 +978,7 @@ def _finish_files(run_path: Path) -> None:
     write_parquet(run_path)
 
 
-def _conclude(
+def finalize(
     cfg: Any,
     run_path: Path,
     sjob: Any,
@@ -826,8 +986,9 @@ def _conclude(
     state: str,
     nodelist: str,
     stall: str | None,
-) -> int:
-    status = 0
+) -> str | None:
+    """After the job: the error row when it failed (naming the task and node), the
+    record's final state and the Parquet copy; returns the failure in words, or None."""
     failure: str | None = None
     if stall is not None:
         beats = read_heartbeats(run_path)
@@ -848,12 +1009,34 @@ def _conclude(
     record.state = state
     record.save(run_path)
     _finish_files(run_path)
-    rows = (
-        [json.loads(ln) for ln in (run_path / "rows.jsonl").read_text().splitlines() if ln]
-        if (run_path / "rows.jsonl").exists()
-        else []
-    )
-    measured = [r for r in rows if r.get("time_us") is not None]
+    return failure
+
+
+def read_run_rows(run_path: Path) -> list[dict[str, Any]]:
+    path = run_path / "rows.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(ln) for ln in path.read_text().splitlines() if ln.strip()]
+
+
+def _conclude(
+    cfg: Any,
+    run_path: Path,
+    sjob: Any,
+    record: JobRecord,
+    state: str,
+    nodelist: str,
+    stall: str | None,
+) -> int:
+    failure = finalize(cfg, run_path, sjob, record, state, nodelist, stall)
+    return report_run(run_path, record, failure)
+
+
+def report_run(run_path: Path, record: JobRecord, failure: str | None) -> int:
+    """The closing lines of a run (average bus bandwidth, where the rows and logs are),
+    its failure on stderr; exit status 1 when it failed or has wrong results."""
+    status = 0
+    measured = [r for r in read_run_rows(run_path) if r.get("time_us") is not None]
     wrong = [r for r in measured if (r.get("wrong") or 0) > 0]
     if measured:
         avg = statistics.fmean(r["busbw_gbps"] for r in measured)
@@ -874,7 +1057,6 @@ def _conclude(
 def collect(run_dir: str | os.PathLike[str], wait: bool = True, poll_s: float = 2.0) -> int:
     """Pick up a run submitted with ``launcher.wait=false``: wait for (or check) its job,
     write the error row if it failed, the Parquet copy, and print the table."""
-    from gpulane.collectives.table import SweepTable
     from gpulane.launch.worker import CONFIG_FILE
 
     path = Path(run_dir).resolve()
@@ -904,13 +1086,7 @@ def collect(run_dir: str | os.PathLike[str], wait: bool = True, poll_s: float = 
         else:
             state = waiter.wait()
         nodelist = waiter.nodelist
-    lines, placements = _plan_lines(cfg)
-    with SweepTable(lines, placements, progress=False) as table:
-        rows = path / "rows.jsonl"
-        if rows.exists():
-            for ln in rows.read_text().splitlines():
-                if ln.strip():
-                    table.add(json.loads(ln))
+    print_table(cfg, path)
     if state == "STALLED":
         return _conclude(cfg, path, sjob, record, "CANCELLED", nodelist, "no progress")
     return _conclude(cfg, path, sjob, record, state, nodelist, None)

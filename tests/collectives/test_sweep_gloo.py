@@ -142,3 +142,27 @@ def test_multirun_sweeps_a_key(tmp_path: Path) -> None:
     runs = run_dirs(tmp_path)
     assert len(runs) == 2
     assert sorted(rows_of(r)[0]["dtype"] for r in runs) == ["float", "half"]
+
+
+def test_comma_lists_are_one_run_outside_multirun(tmp_path: Path) -> None:
+    out = gpulane(
+        "sweep",
+        "ranks=2",
+        "device=cpu",
+        "collectives=all_reduce,broadcast",
+        "dtype=float,int8",
+        "sizes.min=1K",
+        "sizes.max=1K",
+        "iters=2",
+        "results_dir=" + str(tmp_path),
+        cwd=tmp_path,
+    )
+    assert out.returncode == 0, out.stderr
+    (run,) = run_dirs(tmp_path)
+    rows = rows_of(run)
+    assert {(r["op"], r["dtype"]) for r in rows} == {
+        ("all_reduce", "float"),
+        ("all_reduce", "int8"),
+        ("broadcast", "float"),
+        ("broadcast", "int8"),
+    }
