@@ -26,12 +26,15 @@ STORE_RANK = textwrap.dedent(
     """
 )
 
+# Each rank writes its id to a file: mpirun may merge the ranks' printed lines.
 MPI_RANK = textwrap.dedent(
     """
-    import os
+    import os, sys
+    from pathlib import Path
     from mpi4py import MPI
     from gpulane.collectives.nccl_bootstrap import over_mpi
-    print(over_mpi(MPI.COMM_WORLD, lambda: os.urandom(128)).hex())
+    uid = over_mpi(MPI.COMM_WORLD, lambda: os.urandom(128)).hex()
+    Path(sys.argv[1], str(MPI.COMM_WORLD.Get_rank())).write_text(uid)
     """
 )
 
@@ -65,7 +68,7 @@ def test_over_torch_store() -> None:
     _all_same(outs, 3)
 
 
-def test_over_mpi() -> None:
+def test_over_mpi(tmp_path: Path) -> None:
     out = subprocess.run(
         [
             "mpirun",
@@ -76,13 +79,14 @@ def test_over_mpi() -> None:
             sys.executable,
             "-c",
             MPI_RANK,
+            str(tmp_path),
         ],
         capture_output=True,
         text=True,
         timeout=120,
     )
     assert out.returncode == 0, out.stderr
-    _all_same([ln for ln in out.stdout.splitlines() if len(ln.strip()) == 256], 3)
+    _all_same([(tmp_path / str(r)).read_text() for r in range(3)], 3)
 
 
 def test_over_file(tmp_path: Path) -> None:
