@@ -119,6 +119,15 @@ class RowWriter:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.path = self.run_dir / ROWS_JSONL
         self._fh = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - kept open for appends
+        if self._fh.tell() > 0 and not _ends_with_newline(self.path):
+            # A line cut off by a crash or a full disk: end it, so that it cannot swallow
+            # the next row (read_rows skips it).
+            try:
+                self._fh.write("\n")
+                self._fh.flush()
+            except OSError:
+                self._fh.close()
+                raise
 
     def write(self, row: Row | dict[str, Any]) -> None:
         data = row.to_dict() if isinstance(row, Row) else row
@@ -136,6 +145,12 @@ class RowWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _ends_with_newline(path: Path) -> bool:
+    with open(path, "rb") as fh:
+        fh.seek(-1, os.SEEK_END)
+        return fh.read(1) == b"\n"
 
 
 def read_rows(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:

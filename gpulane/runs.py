@@ -4,8 +4,11 @@ and the Parquet copy at the end (also after a failure or an interrupt)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import signal
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -35,11 +38,39 @@ class RunDir:
         return list(read_rows(self.rows_path)) if self.rows_path.exists() else []
 
     def write_error(self, row: Row) -> None:
-        with RowWriter(self.path) as w:
-            w.write(row)
+        try:
+            with RowWriter(self.path) as w:
+                w.write(row)
+        except OSError as err:  # a full disk must not hide the run's own error
+            _warn(f"could not write the error row to {self.rows_path}: {err.strerror or err}")
 
     def finish(self) -> Path | None:
-        return write_parquet(self.path)
+        try:
+            return write_parquet(self.path)
+        except OSError as err:
+            (self.path / "rows.parquet.tmp").unlink(missing_ok=True)
+            _warn(f"could not write rows.parquet in {self.path}: {err.strerror or err}")
+            return None
+
+
+def _warn(message: str) -> None:
+    sys.stderr.write(f"gpulane: warning: {message}\n")
+
+
+# Less free space than this where the run directory goes stops a run before it starts:
+# rows, rank logs, the configuration and the Parquet copy of a sweep fit well within it.
+MIN_FREE_BYTES = 8 << 20
+
+
+def disk_note(path: Path) -> str:
+    """'; the filesystem ... is full' when ``path``'s filesystem is (nearly) full, else ''."""
+    try:
+        free = shutil.disk_usage(path).free
+    except OSError:
+        return ""
+    if free >= MIN_FREE_BYTES:
+        return ""
+    return f"; the filesystem of {path} is full ({free >> 10} KiB free)"
 
 
 def build_label(cfg: Any) -> str:
@@ -75,11 +106,20 @@ def make_run_dir(cfg: Any, run_id: str | None = None) -> RunDir:
         probe = path / ".writable"
         probe.write_text("")
         probe.unlink()
+        free = shutil.disk_usage(path).free
     except OSError as err:
         raise InputError(
             f"results_dir: cannot write run directory {path}: {err.strerror or err}; "
             "choose another with results_dir=PATH"
         ) from err
+    if free < MIN_FREE_BYTES:
+        with contextlib.suppress(OSError):
+            path.rmdir()
+        raise InputError(
+            f"results_dir: the filesystem of {root} is full ({free >> 10} KiB free, a run "
+            f"needs {MIN_FREE_BYTES >> 20} MiB); free some space or choose another with "
+            "results_dir=PATH"
+        )
     return RunDir(run_id, path, build)
 
 
@@ -96,8 +136,11 @@ def save_config(cfg: DictConfig, run: RunDir, **extra: Any) -> DictConfig:
     return saved
 
 
-class Terminated(Exception):
-    """SIGTERM (Slurm pre-emption, a kill): handled like Ctrl-C, exit status 143."""
+class Terminated(BaseException):
+    """SIGTERM (Slurm pre-emption, a kill): handled like Ctrl-C, exit status 143.
+
+    A BaseException, as KeyboardInterrupt is: libraries' ``except Exception`` (submitit's
+    sacct poll, for one) must not swallow it."""
 
 
 @contextmanager

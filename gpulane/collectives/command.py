@@ -22,6 +22,7 @@ from gpulane.record import Row
 from gpulane.runs import (
     RunDir,
     Terminated,
+    disk_note,
     make_run_dir,
     run_env,
     save_config,
@@ -188,7 +189,8 @@ def run_local(
         sys.stderr.write(f"gpulane: error: {message}\n")
         return code
     if not result.ok:
-        error_row(cfg, run, result.failure or "run failed", result.stalled_at)
+        result.failure = (result.failure or "run failed") + disk_note(run.path)
+        error_row(cfg, run, result.failure, result.stalled_at)
         status = RunFailed.exit_code
     return finish(cfg, run, status, result.failure)
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,8 +47,45 @@ class RankContext:
         write_heartbeat(self.run_dir, self.rank, index, label, self.host, allow_s)
 
 
+ALIVE_EVERY_S = 1.0
+
+
 def make_context(info: RankInfo, run_dir: str | os.PathLike[str]) -> RankContext:
-    return RankContext(info=info, run_dir=Path(run_dir), host=hostname())
+    ctx = RankContext(info=info, run_dir=Path(run_dir), host=hostname())
+    start_alive_beat(ctx.run_dir, info.rank)
+    return ctx
+
+
+def start_alive_beat(run_dir: Path, rank: int) -> None:
+    """Touch ``alive-RANK`` every second from a daemon thread.
+
+    Point heartbeats cannot tell a frozen rank from its peers waiting for it in the same
+    collective; this beat can: it stops only when the whole process stops (or is stopped).
+    """
+    path = run_dir / HEARTBEAT_DIR / f"alive-{rank}"
+    path.parent.mkdir(parents=True, exist_ok=True)
+
+    def beat() -> None:
+        while True:
+            with contextlib.suppress(OSError):
+                path.touch()
+            time.sleep(ALIVE_EVERY_S)
+
+    threading.Thread(target=beat, name="gpulane-alive", daemon=True).start()
+
+
+def silent_ranks(run_dir: Path, ranks: list[int], older_than_s: float) -> list[int]:
+    """Ranks whose alive beat is older than ``older_than_s`` (or that have none)."""
+    now = time.time()
+    out = []
+    for r in ranks:
+        try:
+            age = now - (run_dir / HEARTBEAT_DIR / f"alive-{r}").stat().st_mtime
+        except OSError:
+            continue  # launched by something that does not beat: no verdict
+        if age > older_than_s:
+            out.append(r)
+    return out
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpulane.launch.context import HEARTBEAT_DIR, LOG_DIR, read_heartbeats, read_rank_errors
+from gpulane.launch.context import (
+    ALIVE_EVERY_S,
+    HEARTBEAT_DIR,
+    LOG_DIR,
+    read_heartbeats,
+    read_rank_errors,
+    silent_ranks,
+)
 from gpulane.launch.env import free_port
 
 POLL_S = 0.1
@@ -133,11 +140,16 @@ def _watch(
             return LaunchResult(codes)
         failed = {r: c for r, c in codes.items() if c not in (None, 0)}
         if failed and first_failure is None:
-            # The first rank seen dead is the cause; the others fail because it is gone.
-            # A rank killed by a signal is preferred over one that raised because a peer left.
-            r = min(failed, key=lambda k: (failed[k] >= 0, k))  # type: ignore[operator]
-            first_failure = (r, failed[r])  # type: ignore[assignment]
             failure_seen_at = time.monotonic()
+        if failed:
+            # The cause, not the ranks that fail because it is gone: a rank killed by a
+            # signal before one that raised, one that raised on its own before one whose
+            # last words are a lost peer (they often exit within the same poll).
+            r = min(
+                failed,
+                key=lambda k: (failed[k] >= 0, _peer_symptom(run_dir, k), k),  # type: ignore[operator]
+            )
+            first_failure = (r, failed[r])  # type: ignore[assignment]
         if first_failure is not None:
             alive = [r for r, c in codes.items() if c is None]
             # Give the others a moment to exit by themselves, then end them.
@@ -152,6 +164,15 @@ def _watch(
                 codes = {r: p.poll() for r, p in procs.items()}
                 return LaunchResult(codes, message, ranks, label)
         time.sleep(POLL_S)
+
+
+# What a rank says when a peer went away: a symptom, not the cause.
+PEER_SYMPTOMS = ("closed by peer", "reset by peer", "broken pipe", "connection refused")
+
+
+def _peer_symptom(run_dir: Path, rank: int) -> bool:
+    last = tail(log_path(run_dir, rank), 3).lower()
+    return any(s in last for s in PEER_SYMPTOMS)
 
 
 def _failure_result(
@@ -203,6 +224,14 @@ def find_stall(
         )
         message = f"no progress for {limit:.0f} s at {label}: {who} did not arrive"
     else:
+        frozen = silent_ranks(run_dir, sorted(beats), 5 * ALIVE_EVERY_S)
+        if frozen:
+            who = ", ".join(f"rank {r} on {beats[r].host} (pid {beats[r].pid})" for r in frozen)
+            message = (
+                f"no progress for {limit:.0f} s in {label}: {who} stopped responding "
+                "(the other ranks wait for it)"
+            )
+            return message + "; ended all ranks", frozen, label
         message = f"no progress for {limit:.0f} s: all {nprocs} ranks are waiting in {label}"
     return message + "; ended all ranks", behind or sorted(beats), label
 

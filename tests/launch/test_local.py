@@ -84,6 +84,7 @@ def test_hung_rank_is_named_after_the_timeout(tmp_path: Path) -> None:
     detected_in = time.monotonic() - stopped_at
     assert proc.returncode == 1
     assert "no progress for 5 s" in err
+    assert f"rank 1 on {victim.host} (pid {victim.pid}) stopped responding" in err
     assert detected_in < 2 * 5 + 5
     rows = rows_of(run)
     assert any(r["status"] == "error" and "no progress" in r["error"] for r in rows)
