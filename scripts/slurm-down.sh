@@ -15,8 +15,10 @@ say() { printf 'slurm-down: %s\n' "$*"; }
   exit 1
 }
 
+# stop RECORD [NAME]: the process recorded as RECORD, whose comm starts with NAME
+# (default: RECORD).
 stop() {
-  local name=$1 record="$STATE/$1.pid" pid comm i
+  local record="$STATE/$1.pid" name=${2:-$1} pid comm i
   [ -s "$record" ] || return 0
   pid=$(tr -dc '0-9' <"$record")
   if [ -z "$pid" ] || [ ! -r "/proc/$pid/comm" ] || [[ "$(cat "/proc/$pid/comm")" != "$name"* ]]; then
@@ -39,6 +41,17 @@ stop() {
   say "stopped $name (pid $pid)"
 }
 
+# The 2-node cluster in network namespaces first (it uses munge and slurmdbd).
+stop slurmd-n1 slurmd
+stop slurmd-n2 slurmd
+stop slurmctld-pair slurmctld
+
 for name in slurmd slurmctld slurmdbd mariadbd munged; do
   stop "$name"
 done
+
+# Its namespaces and bridge (its configuration, /etc/slurm-pair, is kept).
+for ns in gpl-n1 gpl-n2; do
+  if [ -e "/run/netns/$ns" ]; then ip netns del "$ns" 2>/dev/null || true; fi
+done
+if ip link show gplbr >/dev/null 2>&1; then ip link del gplbr 2>/dev/null || true; fi

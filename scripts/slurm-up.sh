@@ -255,3 +255,142 @@ idle* | mixed* | allocated* | completing*) ;;
 *) die "node $HOST is '${state:-unknown}' (see $LOG_DIR/slurmd.log and slurmctld.log)" ;;
 esac
 say "up: node $HOST, $CPUS CPUs, partition debug, accounting on (sinfo: $state)"
+
+# --- a second cluster of 2 nodes in network namespaces ----------------------------------
+# Two "hosts" on one machine: slurmd n1 and n2, each in its own network namespace (and
+# UTS namespace: hostname n1/n2) on a bridge, 10.77.0.11 and .12, under their own
+# slurmctld (port 6917; the same munge and slurmdbd; cluster gpulane-pair). Jobs across
+# both nodes meet over that bridge, as ranks on two hosts do. Use it with
+#   SLURM_CONF=/etc/slurm-pair/slurm.conf gpulane sweep launcher=slurm launcher.nodes=2 ...
+# GPULANE_SLURM_PAIR=0 skips it. Where namespaces or bridges are not allowed it warns and
+# leaves the single-node cluster as it is (the tests that need the pair then fail).
+PAIR_CONF_DIR=/etc/slurm-pair
+PAIR_CONF=$PAIR_CONF_DIR/slurm.conf
+PAIR_SPOOL=$SPOOL/pair
+
+# record_as RECORD NAME PIDFILE: like record, under another record name; 1 when not up.
+record_as() {
+  local rec=$1 name=$2 file=$3 i
+  for i in $(seq 1 100); do
+    if alive "$name" "$file"; then
+      tr -dc '0-9' <"$file" >"$STATE/$rec.pid"
+      return 0
+    fi
+    sleep 0.1
+  done
+  return 1
+}
+
+# pair_node_up I: the namespace, link and slurmd of node nI.
+pair_node_up() {
+  local i=$1 ns=gpl-n$1
+  if [ ! -e "/run/netns/$ns" ]; then
+    ip netns add "$ns" || return 1
+  fi
+  if ! ip -n "$ns" link show gpl0 >/dev/null 2>&1; then
+    ip link del "gpl-h$i" >/dev/null 2>&1 || true
+    ip link add "gpl-h$i" type veth peer name gpl0 netns "$ns" || return 1
+    ip link set "gpl-h$i" master gplbr up || return 1
+    ip -n "$ns" addr add "10.77.0.1$i/24" dev gpl0 || return 1
+    ip -n "$ns" link set gpl0 up || return 1
+    ip -n "$ns" link set lo up || return 1
+  fi
+  mkdir -p "/etc/netns/$ns" "$PAIR_SPOOL/n$i"
+  printf '127.0.0.1 localhost\n10.77.0.1 %s\n10.77.0.11 n1\n10.77.0.12 n2\n' "$HOST" \
+    >"/etc/netns/$ns/hosts"
+  if ! alive slurmd "$PAIR_SPOOL/slurmd-n$i.pid"; then
+    rm -f "$PAIR_SPOOL/slurmd-n$i.pid"
+    # nsenter, not `ip netns exec` (which remounts /sys and hides the cgroup mounts slurmd
+    # reads); a mount namespace of its own for the node's /etc/hosts.
+    nsenter --net="/run/netns/$ns" unshare -m -u --propagation private sh -c \
+      "mount --bind /etc/netns/$ns/hosts /etc/hosts && hostname n$i &&
+       SLURM_CONF=$PAIR_CONF exec slurmd -N n$i" || return 1
+    record_as "slurmd-n$i" slurmd "$PAIR_SPOOL/slurmd-n$i.pid" || return 1
+  fi
+}
+
+write_pair_conf() {
+  local cpus=$(((CPUS + 1) / 2)) mem=$((MEM_MB / 2))
+  mkdir -p "$PAIR_CONF_DIR" "$PAIR_SPOOL/ctld"
+  {
+    echo "$MARKER"
+    echo "ClusterName=gpulane-pair"
+    echo "SlurmctldHost=$HOST(10.77.0.1)"
+    echo "SlurmctldPort=6917"
+    echo "SlurmdPort=6918"
+    echo "AuthType=auth/munge"
+    echo "CryptoType=crypto/munge"
+    echo "SlurmUser=root"
+    echo "SlurmdUser=root"
+    echo "StateSaveLocation=$PAIR_SPOOL/ctld"
+    echo "SlurmdSpoolDir=$PAIR_SPOOL/%n"
+    echo "SlurmctldPidFile=$PAIR_SPOOL/slurmctld.pid"
+    echo "SlurmdPidFile=$PAIR_SPOOL/slurmd-%n.pid"
+    echo "SlurmctldLogFile=$LOG_DIR/pair-slurmctld.log"
+    echo "SlurmdLogFile=$LOG_DIR/pair-slurmd-%n.log"
+    echo "ProctrackType=proctrack/linuxproc"
+    echo "TaskPlugin=task/none"
+    echo "SelectType=select/cons_tres"
+    echo "SelectTypeParameters=CR_Core"
+    echo "MpiDefault=none"
+    echo "MailProg=/bin/true"
+    echo "ReturnToService=2"
+    echo "SlurmdParameters=config_overrides"
+    echo "SlurmdTimeout=60"
+    echo "KillWait=5"
+    echo "MinJobAge=300"
+    echo "AccountingStorageType=accounting_storage/slurmdbd"
+    echo "AccountingStorageHost=localhost"
+    echo "JobAcctGatherType=jobacct_gather/none"
+    echo "JobCompType=jobcomp/none"
+    for i in 1 2; do
+      echo "NodeName=n$i NodeAddr=10.77.0.1$i CPUs=$cpus Sockets=1 CoresPerSocket=$cpus ThreadsPerCore=1 RealMemory=$mem State=UNKNOWN"
+    done
+    echo "PartitionName=pair Nodes=n1,n2 Default=YES MaxTime=INFINITE State=UP"
+  } >"$PAIR_CONF.new"
+  mv "$PAIR_CONF.new" "$PAIR_CONF"
+}
+
+pair_up() {
+  command -v ip >/dev/null && command -v nsenter >/dev/null || return 1
+  if ! ip link show gplbr >/dev/null 2>&1; then
+    ip link add gplbr type bridge || return 1
+    ip addr add 10.77.0.1/24 dev gplbr || return 1
+  fi
+  ip link set gplbr up || return 1
+  write_pair_conf || return 1
+  if ! sacctmgr -n -P list cluster format=cluster | grep -qx gpulane-pair; then
+    sacctmgr -i add cluster gpulane-pair >/dev/null || return 1
+  fi
+  if ! alive slurmctld "$PAIR_SPOOL/slurmctld.pid"; then
+    rm -f "$PAIR_SPOOL/slurmctld.pid"
+    SLURM_CONF=$PAIR_CONF slurmctld || return 1
+    record_as slurmctld-pair slurmctld "$PAIR_SPOOL/slurmctld.pid" || return 1
+  fi
+  local i st=""
+  for i in $(seq 1 100); do
+    SLURM_CONF=$PAIR_CONF scontrol ping >/dev/null 2>&1 && break
+    sleep 0.1
+  done
+  pair_node_up 1 || return 1
+  pair_node_up 2 || return 1
+  for i in $(seq 1 300); do
+    st=$(SLURM_CONF=$PAIR_CONF sinfo -h -o %T 2>/dev/null | sort -u | tr '\n' ' ')
+    case "$st" in
+    *down* | *drain*)
+      SLURM_CONF=$PAIR_CONF scontrol update nodename=n1,n2 state=resume >/dev/null 2>&1 || true
+      ;;
+    *idle* | *mixed* | *allocated*) [[ "$st" == *unk* ]] || break ;;
+    esac
+    sleep 0.1
+  done
+  case "$st" in
+  *idle* | *mixed* | *allocated*) ;;
+  *) return 1 ;;
+  esac
+  say "up: 2-node cluster gpulane-pair (n1, n2 in network namespaces): SLURM_CONF=$PAIR_CONF"
+}
+
+if [ "${GPULANE_SLURM_PAIR:-1}" != 0 ]; then
+  pair_up || say "warning: the 2-node cluster in network namespaces is not up (see $LOG_DIR/pair-*.log); the single-node cluster is"
+fi

@@ -226,7 +226,7 @@ def _sweep(
                     "requested_bytes": point.requested_bytes,
                     "placements": len(runnable),
                     "launcher": ctx.info.launcher,
-                    "hosts": cfg.get("hosts"),
+                    "hosts": list(cfg.hosts) if cfg.get("hosts") is not None else None,
                 },
                 status="ok" if wrong == 0 else "error",
                 error=None if wrong == 0 else f"{wrong} wrong elements",

@@ -25,6 +25,7 @@ import contextlib
 import importlib.util
 import json
 import os
+import signal
 import socket
 import statistics
 import subprocess
@@ -70,7 +71,8 @@ PEER_SYMPTOMS = (
 )
 STDERR_TAIL_LINES = 30
 PATTERNS = ("allocation", "per-node", "pairs", "halving")
-# Written by rank 0 of a packed job into a combination's run directory when it finished.
+# Written by every rank of a packed job into a combination's run directory when it has
+# finished it (``.packed-done.<rank>``): the combination is done when all ranks' are there.
 PACKED_DONE = ".packed-done"
 
 
@@ -277,11 +279,15 @@ class HydraCallback(_HydraCallbackBase):  # type: ignore[misc,valid-type]
 
         if not str(config.hydra.launcher.get("_target_", "")).endswith("SlurmLauncher"):
             return
-        s = settings(config)
-        if s.pattern != "allocation":
-            raise InputError(
-                f"launcher.pattern={s.pattern} submits its own jobs; run it without -m"
-            )
+        try:
+            s = settings(config)
+            if s.pattern != "allocation":
+                raise InputError(
+                    f"launcher.pattern={s.pattern} submits its own jobs; run it without -m"
+                )
+        except InputError as err:
+            sys.stderr.write(f"gpulane: error: {err}\n")
+            raise SystemExit(err.exit_code) from None
         if s.pack:
             # Packing: Hydra's basic launcher calls the task in this process once per
             # combination; the task queues it, and on_multirun_end submits one job.
@@ -381,8 +387,8 @@ def _local_path(cfg: Any, nodes: int, local_world: int) -> str | None:
 def packed_task(items: list[tuple[str, str, dict[str, str]]], startup_s: float = 600.0) -> int:
     """What every task of a packed job runs: the combinations ``(job, run_dir, env)`` one
     after the other in this allocation, each into its own run directory with its own
-    rendezvous and environment (restored between them). Rank 0 marks each one finished
-    (:data:`PACKED_DONE`); the first that raises ends the job."""
+    rendezvous and environment (restored between them). Every rank marks each one it
+    finished (:data:`PACKED_DONE`); the first that raises ends the job."""
     base = dict(os.environ)
     rank = 0
     for job, run_dir, env in items:
@@ -391,9 +397,13 @@ def packed_task(items: list[tuple[str, str, dict[str, str]]], startup_s: float =
         finally:
             os.environ.clear()
             os.environ.update(base)
-        if rank == 0:
-            (Path(run_dir) / PACKED_DONE).write_text(utc_now() + "\n")
+        (Path(run_dir) / f"{PACKED_DONE}.{rank}").write_text(utc_now() + "\n")
     return rank
+
+
+def packed_done(run_dir: Path, tasks: int) -> bool:
+    """Every one of the ``tasks`` ranks of a packed job finished this combination."""
+    return all((run_dir / f"{PACKED_DONE}.{r}").exists() for r in range(tasks))
 
 
 def slurm_task(job: str, run_dir: str, env: dict[str, str], startup_s: float = 600.0) -> int:
@@ -402,6 +412,9 @@ def slurm_task(job: str, run_dir: str, env: dict[str, str], startup_s: float = 6
     from gpulane.launch.env import discover
     from gpulane.launch.worker import CONFIG_FILE, load_job
 
+    # submitit makes tasks ignore SIGTERM (for its requeue); a benchmark task must end
+    # when its job is cancelled, or it keeps appending rows after the error row.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     os.environ.update(env)
     jenv = _job_env()
     rank, world = int(jenv.global_rank), int(jenv.num_tasks)
@@ -555,11 +568,34 @@ def _task_outcome(job: Any, task: int) -> tuple[str | None, str]:
 
 
 def _last_error_line(tail: str) -> str:
+    """The task's own last error line; srun's and slurmstepd's summaries only when the
+    task said nothing itself."""
     lines = [ln.strip() for ln in tail.splitlines() if ln.strip()]
-    for ln in reversed(lines):
-        if "Error" in ln or "error" in ln or "Exception" in ln:
-            return ln
-    return lines[-1] if lines else ""
+    own = [ln for ln in lines if not ln.startswith(("srun:", "slurmstepd"))]
+    for candidates in (own, lines):
+        for ln in reversed(candidates):
+            if "Error" in ln or "error" in ln or "Exception" in ln:
+                return ln
+    return (own or lines)[-1] if lines else ""
+
+
+def wait_until_gone(job_id: str, limit_s: float = 60.0) -> None:
+    """Block until Slurm has no step of the job left (bounded): rows written after this
+    are not the job's, so the error row and the Parquet copy are the last word."""
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        try:
+            out = subprocess.run(
+                ["squeue", "-h", "-j", str(job_id), "-o", "%i"],
+                capture_output=True,
+                text=True,
+                timeout=10,
+            )
+        except (OSError, subprocess.SubprocessError):
+            return
+        if out.returncode != 0 or not out.stdout.strip():
+            return
+        time.sleep(0.5)
 
 
 def diagnose(job: Any, record: JobRecord, run_dir: Path, nodelist: str) -> TaskFailure:
@@ -678,7 +714,7 @@ def sbatch_options(folder: Path, params: dict[str, Any]) -> list[str]:
     ]
 
 
-def _submit(
+def submit_job(
     cfg: Any,
     run_path: Path,
     s: SlurmSettings,
@@ -735,9 +771,12 @@ class Waiter:
         self.stall: str | None = None
         self._unknown_since = time.monotonic()
         self._shown = ""
+        # "force": one sacct per poll; "cache" where the caller refreshes the states of
+        # many jobs at once (submitit's watcher asks sacct about all of them in one call).
+        self.state_mode = "force"
 
     def poll_state(self) -> str:
-        raw = self.job.watcher.get_state(self.job.job_id, mode="force")
+        raw = self.job.watcher.get_state(self.job.job_id, mode=self.state_mode)
         info = self.job.watcher.get_info(self.job.job_id, mode="cache")
         self.nodelist = info.get("NodeList", self.nodelist) or self.nodelist
         state = base_state(raw)
@@ -842,7 +881,7 @@ def submit_run(
     ``s.tasks_per_node`` ranks of ``job`` (on ``nodelist`` when given)."""
     saved, device = prepare(cfg, run, s)
     run_path = Path(run.path).resolve()
-    sjob = _submit(
+    sjob = submit_job(
         saved,
         run_path,
         s,
@@ -951,17 +990,20 @@ def _wait_and_collect(
 
 def cancelled(cfg: Any, run_path: Path, record: JobRecord, what: str) -> None:
     """The error row (and Parquet copy) of a run whose job the front cancelled."""
-    _write_error(
+    wait_until_gone(record.job_id)
+    write_error_row(
         cfg,
         run_path,
         record,
         "CANCELLED",
         TaskFailure(0, None, f"by the front ({what}); rows so far are kept", ""),
     )
-    _finish_files(run_path)
+    finish_files(run_path)
 
 
-def _write_error(cfg: Any, run_path: Path, record: JobRecord, state: str, f: TaskFailure) -> None:
+def write_error_row(
+    cfg: Any, run_path: Path, record: JobRecord, state: str, f: TaskFailure
+) -> None:
     from gpulane.record import RowWriter
 
     row = failure_row(cfg, str(cfg.run_id), str(cfg.build), record, state, f)
@@ -972,7 +1014,7 @@ def _write_error(cfg: Any, run_path: Path, record: JobRecord, state: str, f: Tas
     record.save(run_path)
 
 
-def _finish_files(run_path: Path) -> None:
+def finish_files(run_path: Path) -> None:
     from gpulane.record import write_parquet
 
     write_parquet(run_path)
@@ -990,25 +1032,27 @@ def finalize(
     """After the job: the error row when it failed (naming the task and node), the
     record's final state and the Parquet copy; returns the failure in words, or None."""
     failure: str | None = None
+    if stall is not None or state != "COMPLETED":
+        wait_until_gone(record.job_id)
     if stall is not None:
         beats = read_heartbeats(run_path)
         behind = sorted(beats) if beats else [0]
         f = TaskFailure(behind[0], beats[behind[0]].host if behind[0] in beats else None, "", "")
         f.reason = f"stalled: {stall}"
-        _write_error(cfg, run_path, record, "CANCELLED", f)
+        write_error_row(cfg, run_path, record, "CANCELLED", f)
         failure = f"slurm job {record.job_id}: {stall}"
         state = "CANCELLED"
     elif state != "COMPLETED":
         f = diagnose(sjob, record, run_path, nodelist)
         if not record.error_written:
-            _write_error(cfg, run_path, record, state, f)
+            write_error_row(cfg, run_path, record, state, f)
         failure = (
             f"slurm job {record.job_id} {_state_words(state)}: task {f.task}"
             f"{f' on {f.node}' if f.node else ''} {f.reason}"
         )
     record.state = state
     record.save(run_path)
-    _finish_files(run_path)
+    finish_files(run_path)
     return failure
 
 
