@@ -36,8 +36,11 @@ def _int(env: Mapping[str, str], *names: str) -> int | None:
     return None
 
 
-def first_slurm_host(nodelist: str) -> str:
-    """First host of a Slurm node list such as ``gpu[003-004,010],login1``."""
+def expand_hostlist(nodelist: str) -> list[str]:
+    """``gpu[01-02],cpu1`` -> ``[gpu01, gpu02, cpu1]``: scontrol's expansion, else
+    submitit's parser (for a node list read on a machine without Slurm's tools)."""
+    if not nodelist or nodelist in ("None", "None assigned"):
+        return []
     try:
         out = subprocess.run(
             ["scontrol", "show", "hostnames", nodelist],
@@ -47,15 +50,21 @@ def first_slurm_host(nodelist: str) -> str:
             check=True,
         ).stdout.split()
         if out:
-            return out[0]
+            return out
     except (OSError, subprocess.SubprocessError):
         pass
-    head = nodelist.split(",")[0]
-    if "[" in head:
-        prefix, rest = head.split("[", 1)
-        first = rest.rstrip("]").split(",")[0].split("-")[0]
-        return prefix + first
-    return head
+    try:
+        from submitit.slurm.slurm import _parse_node_list
+
+        return list(_parse_node_list(nodelist))
+    except Exception:
+        return [nodelist]
+
+
+def first_slurm_host(nodelist: str) -> str:
+    """First host of a Slurm node list such as ``gpu[003-004,010],login1``."""
+    hosts = expand_hostlist(nodelist)
+    return hosts[0] if hosts else nodelist
 
 
 def slurm_port(job_id: int | None) -> int:

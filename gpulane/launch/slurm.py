@@ -40,6 +40,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from gpulane.errors import InputError, MissingComponent, RunFailed
 from gpulane.launch.context import read_heartbeats
+from gpulane.launch.env import expand_hostlist
 from gpulane.record import Row, utc_now
 
 JOB_FILE = "slurm.json"
@@ -484,28 +485,7 @@ def _squeue_state(job_id: str) -> str | None:
     return lines[0].upper() if out.returncode == 0 and lines else None
 
 
-def expand_nodelist(nodelist: str) -> list[str]:
-    """``gpu[01-02],cpu1`` -> ``[gpu01, gpu02, cpu1]``."""
-    if not nodelist or nodelist in ("None", "None assigned"):
-        return []
-    try:
-        out = subprocess.run(
-            ["scontrol", "show", "hostnames", nodelist],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=True,
-        ).stdout.split()
-        if out:
-            return out
-    except (OSError, subprocess.SubprocessError):
-        pass
-    try:
-        from submitit.slurm.slurm import _parse_node_list
-
-        return list(_parse_node_list(nodelist))
-    except Exception:
-        return [nodelist]
+expand_nodelist = expand_hostlist
 
 
 @dataclass
