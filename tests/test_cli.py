@@ -63,3 +63,20 @@ def test_help_lists_commands(tmp_path: Path) -> None:
     out = gpulane("sweep", "--help", cwd=tmp_path)
     assert out.returncode == 0
     assert "gpulane sweep" in out.stdout and "preset" in out.stdout
+
+
+def test_sizes_a_collective_cannot_split_are_rounded_and_said(tmp_path: Path) -> None:
+    out = gpulane(
+        "sweep",
+        "device=cpu",
+        "collectives=all_gather",
+        "sizes.min=8",
+        "sizes.max=64",
+        "iters=1",
+        f"results_dir={tmp_path}",
+        cwd=tmp_path,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "# note: all_gather float on 2 ranks: 8 B -> 0 B, 16 B -> 0 B (rounded down" in (
+        out.stdout
+    )

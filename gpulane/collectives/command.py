@@ -10,7 +10,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from gpulane.collectives.plan import build_plan
+from gpulane.collectives.plan import build_plan, rounding_notes
 from gpulane.collectives.table import RowTail, SweepTable
 from gpulane.errors import InputError, MissingComponent, RunFailed
 from gpulane.hydra_app import comma_lists, run_hydra
@@ -149,6 +149,8 @@ def sweep(cfg: DictConfig) -> int:
         return run_mpirun(saved, run, env, JOB)
     if launcher != "local":
         raise InputError(f"launcher: unknown launcher {launcher!r}; use local, slurm or mpirun")
+    for note in rounding_notes(plan, ranks):
+        print(f"# note: {note}", flush=True)
     return run_local(saved, run, env, ranks, plan.lines, len(plan.placements))
 
 

@@ -59,6 +59,27 @@ class SweepPlan:
                     i += 1
 
 
+def rounding_notes(plan: SweepPlan, nranks: int) -> list[str]:
+    """Sizes a collective cannot split evenly over the ranks, rounded down as nccl-tests
+    does (each rank's share a multiple of 16 bytes), said once per collective and type."""
+    notes = []
+    for op in plan.collectives:
+        for dt in plan.dtypes:
+            changed = [
+                (size, plan_point(op, size, dt, plan.redop, plan.root, nranks).size_bytes)
+                for size in plan.sizes
+            ]
+            changed = [(a, b) for a, b in changed if a != b]
+            if changed:
+                shown = ", ".join(f"{format_size(a)} -> {format_size(b)}" for a, b in changed[:4])
+                more = f" and {len(changed) - 4} more" if len(changed) > 4 else ""
+                notes.append(
+                    f"{op} {dt} on {nranks} ranks: {shown}{more} (rounded down as nccl-tests "
+                    "does: whole elements, each rank's share a multiple of 16 bytes)"
+                )
+    return notes
+
+
 def placements(value: Any) -> list[bool]:
     text = str(value).strip().lower()
     if text in ("both", "all"):
