@@ -11,7 +11,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from gpulane.collectives.plan import build_plan, rounding_notes
-from gpulane.collectives.table import RowTail, SweepTable
+from gpulane.collectives.table import RowTail, SweepTable, print_run_header
 from gpulane.errors import InputError, MissingComponent, RunFailed
 from gpulane.hydra_app import comma_lists, run_hydra
 from gpulane.launch.context import make_context
@@ -157,13 +157,9 @@ def sweep(cfg: DictConfig) -> int:
 def run_local(
     cfg: DictConfig, run: RunDir, env: dict[str, str], ranks: int, lines: int, placements: int
 ) -> int:
-    print(
-        f"# gpulane sweep: {cfg.backend.name} on {ranks} {cfg.device} ranks, build {run.build}, "
-        f"run {run.run_id}",
-        flush=True,
+    print_run_header(
+        f"{cfg.backend.name} on {ranks} {cfg.device} ranks", run.build, run.run_id, env
     )
-    if env:
-        print("# env: " + " ".join(f"{k}={v}" for k, v in env.items()), flush=True)
     tail = RowTail(run.rows_path)
     table = SweepTable(lines, placements, progress=bool(cfg.progress) and sys.stdout.isatty())
 

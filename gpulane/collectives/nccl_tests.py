@@ -41,7 +41,7 @@ from gpulane.collectives.nccl_tests_parse import (
 )
 from gpulane.collectives.plan import SweepPlan, as_list, build_plan
 from gpulane.collectives.spec import collective
-from gpulane.collectives.table import SweepTable
+from gpulane.collectives.table import SweepTable, print_run_header
 from gpulane.errors import InputError, MissingComponent, ParseError, RunFailed
 from gpulane.record import Row, RowWriter
 from gpulane.runs import RunDir, Terminated, sigterm_as_exception
@@ -439,13 +439,7 @@ def run_nccl_tests(cfg: Any, run: RunDir, env: dict[str, str]) -> int:
     timeout_s = float(cfg.get("timeout_s") or 0)
     row_env = shaping_env(child_env)
 
-    print(
-        f"# gpulane sweep: nccl-tests on {world} ranks ({launcher}), build {run.build}, "
-        f"run {run.run_id}",
-        flush=True,
-    )
-    if env:
-        print("# env: " + " ".join(f"{k}={v}" for k, v in env.items()), flush=True)
+    print_run_header(f"nccl-tests on {world} ranks ({launcher})", run.build, run.run_id, env)
     writer = RowWriter(run.path)
     status = 0
     wrong_total = 0

@@ -49,6 +49,13 @@ def format_line(out_of_place: dict[str, Any] | None, in_place: dict[str, Any] | 
     )
 
 
+def print_run_header(description: str, build: str, run_id: str, env: dict[str, str]) -> None:
+    """The first lines of a sweep's output: what runs where, and the variables it was given."""
+    print(f"# gpulane sweep: {description}, build {build}, run {run_id}", flush=True)
+    if env:
+        print("# env: " + " ".join(f"{k}={v}" for k, v in env.items()), flush=True)
+
+
 class SweepTable:
     """Groups rows of one (collective, dtype, size) into one table line."""
 

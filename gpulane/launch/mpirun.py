@@ -372,7 +372,7 @@ def run_mpirun(cfg: Any, run: Any, env: dict[str, str], job: str) -> int:
     """Start ``cfg.world_size`` ranks of ``job`` with mpirun; show the table; keep the rows."""
     from gpulane.collectives.command import error_row, finish
     from gpulane.collectives.plan import build_plan
-    from gpulane.collectives.table import RowTail, SweepTable
+    from gpulane.collectives.table import RowTail, SweepTable, print_run_header
     from gpulane.runs import Terminated, sigterm_as_exception
 
     lcfg = cfg.launcher
@@ -424,13 +424,12 @@ def run_mpirun(cfg: Any, run: Any, env: dict[str, str], job: str) -> int:
     (log_dir / "mpirun.cmd").write_text(shlex.join(cmd) + "\n")
 
     plan = build_plan(cfg, str(cfg.device) == "cuda")
-    print(
-        f"# gpulane sweep: {cfg.backend.name} on {nprocs} {cfg.device} ranks under {flavor}'s "
-        f"{Path(exe).name}, build {run.build}, run {run.run_id}",
-        flush=True,
+    print_run_header(
+        f"{cfg.backend.name} on {nprocs} {cfg.device} ranks under {flavor}'s {Path(exe).name}",
+        run.build,
+        run.run_id,
+        env,
     )
-    if env:
-        print("# env: " + " ".join(f"{k}={v}" for k, v in env.items()), flush=True)
     tail_rows = RowTail(run.rows_path)
     table = SweepTable(
         plan.lines, len(plan.placements), progress=bool(cfg.progress) and sys.stdout.isatty()
