@@ -25,6 +25,7 @@ import contextlib
 import importlib.util
 import json
 import os
+import re
 import signal
 import socket
 import statistics
@@ -602,9 +603,21 @@ def diagnose(job: Any, record: JobRecord, run_dir: Path, nodelist: str) -> TaskF
         def symptom(item: tuple[int, str]) -> bool:
             return any(s in _tail(item[1]).lower() for s in PEER_SYMPTOMS)
 
-        t, err = min(failed, key=lambda it: (symptom(it), it[0]))
-        tail = _tail(err)
-        return TaskFailure(t, node_of(t), _last_error_line(tail) or "raised an exception", tail)
+        causes = [it for it in failed if not symptom(it)]
+        if causes or not silent:
+            t, err = min(causes or failed, key=lambda it: it[0])
+            tail = _tail(err)
+            return TaskFailure(t, node_of(t), _last_error_line(tail) or "raised an exception", tail)
+        # Every task that raised only lost a peer: the cause is a task that said nothing.
+        killed = {
+            int(m.group(1))
+            for _, err in failed + silent
+            for m in re.finditer(r"task (\d+): Killed", err)
+        }
+        victims = [it for it in silent if it[0] in killed]
+        if victims:
+            t, err = victims[0]
+            return TaskFailure(t, node_of(t), "was killed (srun: Killed)", _tail(err))
     if silent:
         # Prefer a task that stopped short of the others (behind at a point, or not started).
         def progress(item: tuple[int, str]) -> tuple[int, int]:
