@@ -39,8 +39,8 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from gpulane.errors import InputError, MissingComponent, RunFailed
-from gpulane.launch.context import read_heartbeats
+from gpulane.errors import GpulaneError, InputError, MissingComponent, RunFailed
+from gpulane.launch.context import read_heartbeats, read_rank_errors, write_rank_error
 from gpulane.launch.env import expand_hostlist
 from gpulane.record import Row, utc_now
 
@@ -452,6 +452,10 @@ def slurm_task(job: str, run_dir: str, env: dict[str, str], startup_s: float = 6
             cfg.hosts = list(jenv.hostnames)
     try:
         load_job(job)(cfg, ctx)
+    except GpulaneError as err:
+        # Bad input found by the ranks: the front shows it as it is, with its status.
+        write_rank_error(path, rank, err.exit_code, str(err))
+        raise
     finally:
         if topo is not None:
             with contextlib.suppress(subprocess.TimeoutExpired):
@@ -1082,6 +1086,12 @@ def report_run(run_path: Path, record: JobRecord, failure: str | None) -> int:
         f"# rows: {run_path / 'rows.jsonl'} (and rows.parquet); "
         f"slurm logs: {record.folder.replace('%j', record.job_id)}"
     )
+    user_errors = read_rank_errors(run_path)
+    if user_errors:
+        # Every rank raised the same bad-input error; show it once, with its own status.
+        code, message = user_errors[min(user_errors)]
+        sys.stderr.write(f"gpulane: error: {message}\n")
+        return code
     if failure:
         sys.stderr.write(f"gpulane: error: {failure}\n")
         status = RunFailed.exit_code

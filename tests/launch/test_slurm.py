@@ -252,6 +252,28 @@ def test_hydra_multirun_is_a_job_array(slurm: str, tmp_path: Path) -> None:
     assert logs, "no job-array logs"
 
 
+def test_bad_input_found_by_the_tasks_is_one_line_with_its_status(
+    slurm: str, tmp_path: Path
+) -> None:
+    """gloo cannot average int32: the tasks' pre-flight says so, as on the local launcher."""
+    res = gpulane(
+        "sweep",
+        "launcher=slurm",
+        "launcher.tasks_per_node=2",
+        "launcher.poll_s=0.5",
+        "launcher.time=5",
+        "device=cpu",
+        "dtype=int32",
+        "redop=avg",
+        "sizes.max=64",
+        f"results_dir={tmp_path}",
+    )
+    assert res.returncode == 2, res.stdout + res.stderr
+    lines = [ln for ln in res.stderr.splitlines() if ln.startswith("gpulane: error")]
+    assert lines == [lines[0]] and "torch-gloo cannot run all_reduce int32 avg" in lines[0]
+    assert "Traceback" not in res.stderr
+
+
 def test_failed_task_gives_error_row(slurm: str, tmp_path: Path) -> None:
     status, run = direct_run(tmp_path, "tests.launch.test_slurm:fail_on_rank_1")
     assert status == 1
