@@ -726,20 +726,23 @@ def _link_text(link: Mapping[str, Any], maxed: bool = False) -> str:
     return f"Gen{g if g is not None else '?'} x{w if w is not None else '?'}"
 
 
+def _no_topology(rule_id: str, rule: Mapping[str, Any]) -> Check:
+    """A topology rule with no topology to read: a failure only where the rule requires it."""
+    status = FAIL if rule.get("required") else SKIP
+    return Check(
+        rule_id,
+        status,
+        "topology",
+        "-",
+        "no topology (accept topology=FILE from `gpulane topo --json`)",
+    )
+
+
 def _pcie_link(
     rule_id: str, rule: Mapping[str, Any], topology: Mapping[str, Any] | None
 ) -> list[Check]:
     if not topology:
-        status = FAIL if rule.get("required") else SKIP
-        return [
-            Check(
-                rule_id,
-                status,
-                "topology",
-                "-",
-                "no topology (accept topology=FILE from `gpulane topo --json`)",
-            )
-        ]
+        return [_no_topology(rule_id, rule)]
     out: list[Check] = []
     devices: list[tuple[str, Mapping[str, Any] | None]] = []
     for g in topology.get("gpus") or []:
@@ -808,16 +811,7 @@ def _p2p_status(
     rule_id: str, rule: Mapping[str, Any], topology: Mapping[str, Any] | None
 ) -> list[Check]:
     if not topology:
-        status = FAIL if rule.get("required") else SKIP
-        return [
-            Check(
-                rule_id,
-                status,
-                "topology",
-                "-",
-                "no topology (accept topology=FILE from `gpulane topo --json`)",
-            )
-        ]
+        return [_no_topology(rule_id, rule)]
     modes = _values(rule["modes"]) if rule.get("modes") else None
     pairs = _gpu_pairs(topology)
     if not pairs:
