@@ -34,3 +34,18 @@ def run_dirs(results: Path) -> list[Path]:
 def rows_of(run_dir: Path) -> list[dict[str, Any]]:
     path = run_dir / "rows.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+# A sweep slow enough (11 sizes x 100 iterations) that a fault can be injected mid-run.
+SLOW_SWEEP = [
+    "sweep",
+    "ranks=2",
+    "device=cpu",
+    "collectives=all_reduce",
+    "sizes.min=1K",
+    "sizes.max=1M",
+    "sizes.factor=2",
+    "warmup=1",
+    "iters=100",
+    "progress=false",
+]

@@ -11,20 +11,7 @@ import time
 from pathlib import Path
 
 from gpulane.launch.context import read_heartbeats
-from tests.helpers import rows_of, run_dirs
-
-SLOW_SWEEP = [
-    "sweep",
-    "ranks=2",
-    "device=cpu",
-    "collectives=all_reduce",
-    "sizes.min=1K",
-    "sizes.max=1M",
-    "sizes.factor=2",
-    "warmup=1",
-    "iters=100",
-    "progress=false",
-]
+from tests.helpers import SLOW_SWEEP, rows_of, run_dirs
 
 
 def _start(tmp_path: Path, *extra: str) -> subprocess.Popen[str]:

@@ -25,21 +25,9 @@ import pytest
 from gpulane.launch.context import read_heartbeats
 from gpulane.record import Row, RowWriter, read_rows
 from gpulane.runs import MIN_FREE_BYTES
-from tests.helpers import run_dirs
+from tests.helpers import SLOW_SWEEP, run_dirs
 
-SWEEP = [
-    "sweep",
-    "ranks=2",
-    "device=cpu",
-    "collectives=all_reduce",
-    "sizes.min=1K",
-    "sizes.max=1M",
-    "sizes.factor=2",
-    "warmup=1",
-    "iters=100",
-    "progress=false",
-    "timeout_s=30",
-]
+SWEEP = [*SLOW_SWEEP, "timeout_s=30"]
 
 
 class Front:
