@@ -2,8 +2,10 @@
 # Collective sweeps on the 2xH200 machine: torch.distributed and NCCL-through-nccl4py
 # beside nccl-tests (the user's own build, found through NCCL_TESTS_HOME), plain and
 # CUDA-graph mode, float and bfloat16, with the nvlink / pcie-host / socket presets.
-# Usage: benchmarks/gpu/run_collectives.sh OUTDIR [all|rerun]
-#        (NCCL_TESTS_HOME=<dir with *_perf>; rerun: the plain-mode and graph-register checks)
+# Usage: benchmarks/gpu/run_collectives.sh OUTDIR [all|rerun|memory]
+#        (NCCL_TESTS_HOME=<dir with *_perf>; rerun: the plain-mode and graph-register checks;
+#        memory: the NCCL backend on torch, ncclMemAlloc and registered buffers, beside
+#        nccl-tests plain, -G and -R 1)
 set -u
 out=${1:?OUTDIR}
 part=${2:-all}
@@ -24,6 +26,32 @@ lat=(sizes.min=8 sizes.max=64M)
 
 nvidia-smi topo -m >"$out/topo-m.txt" 2>&1
 python3 -c 'import torch; print(torch.__version__, torch.version.cuda, torch.cuda.nccl.version(), torch.cuda.device_count())' >"$out/versions.txt" 2>&1
+
+if [ "$part" = memory ]; then
+  for mem in torch nccl nccl-reg; do
+    opts=(backend.memory=${mem%-reg})
+    [ $mem = nccl-reg ] && opts+=(backend.register=true)
+    step "nccl-$mem-graph" 200 gpulane sweep backend=nccl "${opts[@]}" \
+      "collectives=[all_reduce,all_gather]" "dtype=[float,bfloat16]" "${lat[@]}" graph=true \
+      graph_launches=20 "${common[@]}" build=nvlink-$mem
+    step "nccl-$mem-plain" 200 gpulane sweep backend=nccl "${opts[@]}" \
+      "collectives=[all_reduce,all_gather]" sizes.min=1M sizes.max=8G "${common[@]}" \
+      build=nvlink-$mem
+  done
+  mpi=(mpirun --allow-run-as-root -np 2 -x NCCL_NVLS_ENABLE -x LD_LIBRARY_PATH)
+  for coll in all_reduce all_gather; do
+    for reg in 0 1; do
+      step "nt-$coll-float-R$reg" 120 "${mpi[@]}" "$NCCL_TESTS_HOME/${coll}_perf" -b 1M -e 8G \
+        -f 2 -g 1 -w 5 -n 20 -R $reg
+      for dt in float bfloat16; do
+        step "nt-$coll-$dt-graph-R$reg" 120 "${mpi[@]}" "$NCCL_TESTS_HOME/${coll}_perf" -b 8 \
+          -e 64M -f 2 -g 1 -w 5 -n 20 -G 20 -d $dt -R $reg
+      done
+    done
+  done
+  tar -czf "$out/runs.tgz" -C "$out" runs && rm -rf "$runs"
+  exit 0
+fi
 
 if [ "$part" = rerun ]; then
   for backend in torch nccl; do

@@ -1,20 +1,25 @@
 #!/usr/bin/env bash
-# gpulane tokens benchmarks on the 2xH200 machine (NVLink NV18). About 6 minutes.
+# gpulane tokens benchmarks on the 2xH200 machine (NVLink NV18).
 #
-#   benchmarks/inference/run_gpu.sh OUTDIR
+#   benchmarks/inference/run_gpu.sh OUTDIR [all|roofline|builds|builds-socket|default]
 #
-# 1. HBM roofline: Llama-3.1-8B shapes, TP=1, batch 1, decode step against
-#    weight bytes per GPU / device copy bandwidth (measured here with torch).
-# 2. TP=2 on NVLink and with the pcie-host and socket presets (NCCL_P2P_DISABLE=1;
-#    + NCCL_SHM_DISABLE=1): decode and prefill tokens/s, plus an all_reduce sweep of each
-#    build at the sizes the model sends, joined (`gpulane join`).
-#    These use all 32 layers of 8B and a smaller grid (batch 1,16; input 1024; output 64)
-#    so that the socket build, at ~4 GB/s, stays within the time.
-# 3. The default `gpulane tokens` run (8B, TP=2, batch 1,8,32, input 512,2048,
+# (the parts, so that each fits one call on the lent machine; all runs every part)
+# roofline: Llama-3.1-8B shapes, TP=1, batch 1, decode step against weight bytes per
+#    GPU / device copy bandwidth (measured here with torch), and where the step's time
+#    goes (profile_decode.py: graph step, its matrix products alone, eager kernels).
+# builds, builds-socket: TP=2 and PP=2 (and TP=1 on one GPU, the advisor's calibration)
+#    on NVLink and with the pcie-host and socket presets (NCCL_P2P_DISABLE=1;
+#    + NCCL_SHM_DISABLE=1): decode and prefill tokens/s, plus all_reduce and send/recv
+#    sweeps of each build at the sizes the model sends, joined (`gpulane join`).
+#    All 32 layers of 8B on a smaller grid (batch 1,16; input 1024; output 64) so that
+#    the socket build, at ~4 GB/s, stays within the time.
+# default: the default `gpulane tokens` run (8B, TP=2, batch 1,8,32, input 512,2048,
 #    output 128), timed with `time`; target under 3 minutes.
 set -uo pipefail  # a failed step is recorded; the next still runs
-OUT=${1:?usage: run_gpu.sh OUTDIR}
-export NCCL_NVLS_ENABLE=0
+OUT=${1:?usage: run_gpu.sh OUTDIR [all|roofline|builds|builds-socket|default]}
+PART=${2:-all}
+want() { [ "$PART" = all ] || [ "$PART" = "$1" ]; }
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export PYTHONUNBUFFERED=1
 PY=${PYTHON:-python3}
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -30,21 +35,46 @@ G=("$PY" -m gpulane.cli)
 } > "$OUT/machine.txt" 2>&1
 cat "$OUT/machine.txt"
 
-echo "== 1. roofline: llama3-8b TP=1 batch 1"
-"$PY" "$HERE/copy_bw.py" | tee "$OUT/copy_bw.json"
-"${G[@]}" tokens model=llama3-8b tp=1 pp=1 batch=1 input_len=512 output_len=128 \
-  comm_off=false build=h200-tp1 results_dir="$OUT/roofline" 2>&1 | tee "$OUT/roofline.log"
-"$PY" "$HERE/roofline.py" "$OUT/copy_bw.json" "$OUT/roofline" | tee "$OUT/roofline.json"
+if want roofline; then
+  echo "== roofline: llama3-8b TP=1 batch 1"
+  "$PY" "$HERE/copy_bw.py" | tee "$OUT/copy_bw.json"
+  CUDA_VISIBLE_DEVICES=0 "$PY" "$HERE/profile_decode.py" --out "$OUT/profile" \
+    | tee "$OUT/profile.log"
+  "${G[@]}" tokens model=llama3-8b tp=1 pp=1 batch=1 input_len=512 output_len=128 \
+    comm_off=false build=h200-tp1 results_dir="$OUT/roofline" 2>&1 | tee "$OUT/roofline.log"
+  "$PY" "$HERE/roofline.py" "$OUT/copy_bw.json" "$OUT/roofline" | tee "$OUT/roofline.json"
+fi
 
-echo "== 2. TP=2 per build: nvlink, pcie-host, socket"
-for p in nvlink pcie-host socket; do
-  "${G[@]}" tokens model=llama3-8b tp=2 batch=1,16 input_len=1024 output_len=64 \
-    warmup=1 iters=2 preset="$p" results_dir="$OUT/builds" 2>&1 | tee "$OUT/tokens-$p.log"
-  "${G[@]}" sweep preset="$p" collectives=all_reduce dtype=bfloat16 sizes.min=8K \
-    sizes.max=128M warmup=3 iters=10 results_dir="$OUT/builds" > "$OUT/sweep-$p.log" 2>&1
-done
-"${G[@]}" join "$OUT/builds" 2>&1 | tee "$OUT/join.txt"
+builds() {  # builds PRESET...: TP=2, PP=2 and the collectives the model sends, per build
+  local grid=(model=llama3-8b batch=1,16 input_len=1024 output_len=64 warmup=1 iters=2)
+  for p in "$@"; do
+    "${G[@]}" tokens "${grid[@]}" tp=2 pp=1 preset="$p" build="$p" \
+      results_dir="$OUT/builds" 2>&1 | tee "$OUT/tokens-$p.log"
+    "${G[@]}" tokens "${grid[@]}" tp=1 pp=2 preset="$p" build="$p" \
+      results_dir="$OUT/builds" 2>&1 | tee "$OUT/tokens-pp2-$p.log"
+    "${G[@]}" sweep preset="$p" build="$p" "collectives=[all_reduce,sendrecv]" \
+      dtype=bfloat16 sizes.min=8K sizes.max=128M warmup=3 iters=10 \
+      results_dir="$OUT/builds" > "$OUT/sweep-$p.log" 2>&1
+  done
+}
+if want builds; then
+  echo "== TP=1 on one GPU (the advisor's calibration), same grid"
+  CUDA_VISIBLE_DEVICES=0 "${G[@]}" tokens model=llama3-8b batch=1,16 input_len=1024 \
+    output_len=64 warmup=1 iters=2 tp=1 pp=1 build=h200-tp1 results_dir="$OUT/tp1" \
+    2>&1 | tee "$OUT/tokens-tp1.log"
+  echo "== TP=2 and PP=2 per build: nvlink, pcie-host"
+  builds nvlink pcie-host
+fi
+if want builds-socket; then
+  echo "== TP=2 and PP=2: socket"
+  builds socket
+fi
+if want builds || want builds-socket; then
+  "${G[@]}" join "$OUT/builds" 2>&1 | tee "$OUT/join.txt"
+fi
 
-echo "== 3. default gpulane tokens (8B on 2 GPUs), timed"
-{ time "${G[@]}" tokens results_dir="$OUT/default" ; } 2>&1 | tee "$OUT/default.log"
+if want default; then
+  echo "== default gpulane tokens (8B on 2 GPUs), timed"
+  { time "${G[@]}" tokens results_dir="$OUT/default" ; } 2>&1 | tee "$OUT/default.log"
+fi
 echo "== done: $OUT"

@@ -43,26 +43,28 @@ PY
 )
 echo "CUDA-aware: ${aware:-unknown}" | tee -a "$out/steps.log"
 
-common=(backend=mpi launcher=mpirun results_dir="$runs" progress=false warmup=5 iters=20 timeout_s=240)
+# Sizes stop at 64 MiB (device) and 16 MiB (host): enough to see the bandwidth curve
+# turn, within one call's time on the lent machine.
+common=(backend=mpi launcher=mpirun results_dir="$runs" progress=false warmup=5 iters=20 timeout_s=120)
 colls="collectives=all"
 if [ "$aware" = yes ]; then
-  step mpi-device-torch 480 gpulane sweep "${common[@]}" "$colls" sizes.min=8 sizes.max=1G \
+  step mpi-device-torch 150 gpulane sweep "${common[@]}" "$colls" sizes.min=8 sizes.max=64M \
     backend.buffers=device backend.array=torch build=mpi-device
-  step mpi-device-bf16 300 gpulane sweep "${common[@]}" "collectives=[all_gather,alltoall,sendrecv]" \
-    dtype=bfloat16 sizes.min=8 sizes.max=64M backend.buffers=device build=mpi-device
-  step mpi-device-cupy 300 gpulane sweep "${common[@]}" "collectives=[all_reduce,all_gather]" \
-    sizes.min=8 sizes.max=1G backend.buffers=device backend.array=cupy build=mpi-device-cupy
+  step mpi-device-bf16 90 gpulane sweep "${common[@]}" "collectives=[all_gather,alltoall,sendrecv]" \
+    dtype=bfloat16 sizes.min=8 sizes.max=16M backend.buffers=device build=mpi-device
+  step mpi-device-cupy 90 gpulane sweep "${common[@]}" "collectives=[all_reduce,all_gather]" \
+    sizes.min=8 sizes.max=64M backend.buffers=device backend.array=cupy build=mpi-device-cupy
 fi
 # Host buffers from the GPU ranks (the only kind when the MPI is not CUDA-aware).
-step mpi-host 480 gpulane sweep "${common[@]}" "$colls" sizes.min=8 sizes.max=256M device=cuda \
+step mpi-host 150 gpulane sweep "${common[@]}" "$colls" sizes.min=8 sizes.max=16M device=cuda \
   backend.buffers=auto build=mpi-host
-step mpi-host-forced 300 gpulane sweep "${common[@]}" "collectives=[all_reduce,sendrecv]" \
-  sizes.min=8 sizes.max=256M backend.buffers=host build=mpi-host
+step mpi-host-forced 90 gpulane sweep "${common[@]}" "collectives=[all_reduce,sendrecv]" \
+  sizes.min=8 sizes.max=16M backend.buffers=host build=mpi-host
 # A corrupted element must be counted on this machine too (exit 1 expected).
-step mpi-corrupt 120 gpulane sweep "${common[@]}" "collectives=[all_reduce]" sizes.min=1K \
+step mpi-corrupt 60 gpulane sweep "${common[@]}" "collectives=[all_reduce]" sizes.min=1K \
   sizes.max=1M corrupt_rank=1 build=mpi-corrupt
 # torch.distributed (NCCL) with ranks started by mpirun: rank discovery from OMPI_*.
-step torch-mpirun 300 gpulane sweep backend=torch launcher=mpirun results_dir="$runs" \
+step torch-mpirun 90 gpulane sweep backend=torch launcher=mpirun results_dir="$runs" \
   progress=false "collectives=[all_reduce,all_gather]" sizes.min=8 sizes.max=1G build=torch-mpirun
 for f in "$runs"/*/rows.jsonl; do echo "$f $(wc -l <"$f")"; done >>"$out/steps.log" 2>/dev/null
 cp "$out"/steps.log "$out"/summary.txt 2>/dev/null

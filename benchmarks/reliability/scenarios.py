@@ -49,6 +49,19 @@ SWEEP = [
     "iters=100",
     "progress=false",
 ]
+# The GPU variants (2 GPUs, NCCL): big enough all_reduces that a kill lands inside one.
+GPU_SWEEP = [
+    "sweep",
+    "device=cuda",
+    "backend=torch",
+    "collectives=all_reduce",
+    "sizes.min=16M",
+    "sizes.max=1G",
+    "sizes.factor=2",
+    "warmup=2",
+    "iters=200",
+    "progress=false",
+]
 SLURM = [
     "launcher=slurm",
     "launcher.tasks_per_node=2",
@@ -443,10 +456,16 @@ def missing_gpu_slurm(keep: bool) -> Outcome:
 # ----------------------------------------------------------------------------- registry
 
 
+def no_fault(front: Front, run: Path) -> None:
+    """The fault is in the configuration (skip_rank): it strikes at the third point."""
+
+
 def scenarios(keep: bool) -> dict[str, Callable[[], Outcome]]:
     t_kill, t_hang = 30, 5
     local = [*SWEEP, f"timeout_s={t_kill}"]
     hang = [*SWEEP, f"timeout_s={t_hang}"]
+    gpu = [*GPU_SWEEP, f"timeout_s={t_kill}"]
+    gpu_hang = [*GPU_SWEEP, "sizes.max=256M", f"timeout_s={t_hang}"]
     slurm = [*SWEEP, *SLURM, f"timeout_s={t_kill}"]
     slurm_hang = [*SWEEP, *SLURM, f"timeout_s={t_hang}"]
 
@@ -472,6 +491,36 @@ def scenarios(keep: bool) -> dict[str, Callable[[], Outcome]]:
             ),
             hang,
             signal_rank(signal.SIGSTOP),
+            keep,
+        ),
+        "local-skip": lambda: fault_run(
+            o(
+                "rank skips a collective",
+                "local",
+                f"skip_rank=1 (gloo), timeout_s={t_hang}",
+                1,
+                2 * t_hang + 2,
+            ),
+            [*hang, "skip_rank=1"],
+            no_fault,
+            keep,
+        ),
+        "gpu-sigkill": lambda: fault_run(
+            o("rank SIGKILL mid-all_reduce (GPU, NCCL)", "local", "kill -9 rank 1", 1, 2 * t_kill),
+            gpu,
+            signal_rank(signal.SIGKILL),
+            keep,
+        ),
+        "gpu-nccl-hang": lambda: fault_run(
+            o(
+                "NCCL hang: a rank skips a collective (GPU)",
+                "local",
+                f"skip_rank=1 (NCCL), timeout_s={t_hang}",
+                1,
+                2 * t_hang + 2,
+            ),
+            [*gpu_hang, "skip_rank=1"],
+            no_fault,
             keep,
         ),
         "local-segv": lambda: fault_run(
@@ -619,6 +668,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", default="", help="comma-separated scenario names")
     parser.add_argument("--list", action="store_true")
+    parser.add_argument("--gpu", action="store_true", help="the GPU variants (gpu-*) only")
     parser.add_argument("--keep", action="store_true", help="keep the work directories")
     parser.add_argument("--json", type=Path, help="write the outcomes as JSON here")
     parser.add_argument("--md", type=Path, help="write the Markdown table here")
@@ -627,7 +677,9 @@ def main() -> int:
     if args.list:
         print("\n".join(table))
         return 0
-    names = [n for n in args.only.split(",") if n] or list(table)
+    # gpu-* need 2 GPUs: run with --gpu (or --only); the default list is the CPU one.
+    default = [n for n in table if n.startswith("gpu-") == args.gpu]
+    names = [n for n in args.only.split(",") if n] or default
     unknown = [n for n in names if n not in table]
     if unknown:
         parser.error(f"unknown scenarios {unknown}; --list shows them")

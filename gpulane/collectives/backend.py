@@ -10,10 +10,14 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 from gpulane.collectives.pattern import Array, ArrayOps
 from gpulane.collectives.spec import Point
+
+SEND = "send"
+RECV = "recv"
 
 
 class Control(Protocol):
@@ -29,6 +33,24 @@ class Buffers:
     send: Array  # the send region (a view into `storage` when in place)
     recv: Array  # the receive region
     storage: list[Array]  # what was allocated
+
+
+def backend_options(run_dir: Path) -> dict[str, Any]:
+    """backend.* and the run's ranks from the run directory's saved configuration (what
+    a rank started by any launcher can read)."""
+    from omegaconf import OmegaConf
+
+    from gpulane.launch.worker import CONFIG_FILE
+
+    path = Path(run_dir) / CONFIG_FILE
+    if not path.exists():
+        return {}
+    data = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
+    if not isinstance(data, dict):
+        return {}
+    opts = dict(data.get("backend") or {})
+    opts["_ranks"] = data.get("ranks")
+    return opts
 
 
 class Backend(ABC):
@@ -75,16 +97,28 @@ class Backend(ABC):
     def versions(self) -> dict[str, str]:
         return {}
 
+    def row_extra(self) -> dict[str, object]:
+        """What the backend was asked to do that shapes the result (for rows' extra)."""
+        return {}
+
     def close(self) -> None:  # noqa: B027 - optional
         """Release communicators."""
+
+    def reserve(self, points: list[Point]) -> None:  # noqa: B027 - optional
+        """Told every point of the run before the first, for backends that allocate
+        once for all of them (as nccl-tests does)."""
+
+    def empty_for(self, role: str, n: int, dtype: str) -> Array:
+        """The array of one role (SEND or RECV; in place, the whole buffer is RECV)."""
+        return self.empty(n, dtype)
 
     def allocate(self, point: Point, in_place: bool) -> Buffers:
         c = point.counts
         if in_place:
-            whole = self.empty(max(point.buffer_elements(self.rank), 1), point.dtype)
+            whole = self.empty_for(RECV, max(point.buffer_elements(self.rank), 1), point.dtype)
             so = c.send_inplace_offset * self.rank
             ro = c.recv_inplace_offset * self.rank
             return Buffers(whole[so : so + c.send], whole[ro : ro + c.recv], [whole])
-        send = self.empty(max(c.send, 1), point.dtype)[: c.send]
-        recv = self.empty(max(c.recv, 1), point.dtype)[: c.recv]
+        send = self.empty_for(SEND, max(c.send, 1), point.dtype)[: c.send]
+        recv = self.empty_for(RECV, max(c.recv, 1), point.dtype)[: c.recv]
         return Buffers(send, recv, [send, recv])

@@ -34,10 +34,9 @@ import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from gpulane.collectives.backend import Backend, Buffers
+from gpulane.collectives.backend import Backend, Buffers, backend_options
 from gpulane.collectives.pattern import Array
 from gpulane.collectives.spec import DTYPES, Point
 from gpulane.errors import GpulaneError, InputError, MissingComponent
@@ -239,23 +238,6 @@ def cuda_support(mpi: Any) -> CudaSupport:
         if built is not None:
             return CudaSupport(built, "ompi_info mpi_built_with_cuda_support")
     return CudaSupport(None, "the MPI library has no CUDA query")
-
-
-def backend_options(run_dir: Path) -> dict[str, Any]:
-    """backend.* and the run's ranks from the run directory's saved configuration."""
-    from omegaconf import OmegaConf
-
-    from gpulane.launch.worker import CONFIG_FILE
-
-    path = Path(run_dir) / CONFIG_FILE
-    if not path.exists():
-        return {}
-    data = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
-    if not isinstance(data, dict):
-        return {}
-    opts = dict(data.get("backend") or {})
-    opts["_ranks"] = data.get("ranks")
-    return opts
 
 
 _abort_code: list[int] = []

@@ -13,9 +13,10 @@ from datetime import timedelta
 from typing import Any
 
 from gpulane.collectives import cuda_timing
-from gpulane.collectives.backend import Backend, Buffers
+from gpulane.collectives.backend import RECV, SEND, Backend, Buffers, backend_options
 from gpulane.collectives.nccl_bootstrap import over_store
-from gpulane.collectives.nccl_calls import RECV, SEND, nccl_calls
+from gpulane.collectives.nccl_calls import nccl_calls
+from gpulane.collectives.nccl_memory import NcclArenas, arena_bytes, memory_options
 from gpulane.collectives.pattern import Array
 from gpulane.collectives.spec import DTYPES, Point
 from gpulane.collectives.torch_backend import TorchControl, TorchOps, init_method
@@ -72,6 +73,27 @@ class NcclBackend(Backend):
         )
         self._handle = self.comm._comm  # the bindings take the raw communicator
         self._nccl_core = nccl_core
+        self.memory, self.register = memory_options(backend_options(ctx.run_dir))
+        self.arenas: NcclArenas | None = None
+
+    def reserve(self, points: list[Point]) -> None:
+        if self.memory == "nccl" and points:
+            self.arenas = NcclArenas(
+                self.b,
+                self.torch,
+                self.device,
+                self._handle,
+                arena_bytes(points, self.rank),
+                self.register,
+            )
+
+    def empty_for(self, role: str, n: int, dtype: str) -> Array:
+        if self.arenas is None:
+            return self.empty(n, dtype)
+        return self.arenas.view(role, n, dtype)
+
+    def row_extra(self) -> dict[str, object]:
+        return {"memory": self.memory, "registered": self.register}
 
     def empty(self, n: int, dtype: str) -> Array:
         return self.torch.empty(
@@ -153,6 +175,8 @@ class NcclBackend(Backend):
     def close(self) -> None:
         try:
             self.torch.cuda.synchronize(self.device)
+            if self.arenas is not None:
+                self.arenas.free()
             self.comm.destroy()
         finally:
             if self.dist.is_initialized():

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gpulane.collectives.backend import RECV, SEND
 from gpulane.collectives.spec import Point
 
 NCCL_DTYPE = {
@@ -23,9 +24,6 @@ NCCL_DTYPE = {
     "bfloat16": 9,
 }
 NCCL_REDOP = {"sum": 0, "prod": 1, "max": 2, "min": 3, "avg": 4}
-
-SEND = "send"
-RECV = "recv"
 
 
 @dataclass(frozen=True)

@@ -111,7 +111,9 @@ class StepInput:
     rows: slice
     seq_len: int  # tokens per sequence in this step (the prompt, or 1 for decode)
     pos: torch.Tensor | None = None  # decode: the position being written, shape [1]
-    mask: torch.Tensor | None = None  # decode: [rows, 1, 1, cache_len] bool, True = attend
+    # decode: [rows, 1, 1, cache_len] additive, 0 = attend, -inf = not (one mask for all
+    # layers: a bool mask would be turned into this in every layer)
+    mask: torch.Tensor | None = None
 
 
 class Layer:
@@ -217,9 +219,12 @@ class Layer:
         assert self.k_cache is not None and self.v_cache is not None
         n_seq = x.shape[0] // step.seq_len
         qkv = F.linear(x, self.w_qkv, self.b_qkv)
-        q, k, v = qkv.split([s.q_size, s.kv_size, s.kv_size], dim=-1)
-        q = _rope(q.view(n_seq, step.seq_len, s.heads, s.head_dim), cos, sin).transpose(1, 2)
-        k = _rope(k.view(n_seq, step.seq_len, s.kv_heads, s.head_dim), cos, sin).transpose(1, 2)
+        # q and k sit side by side in qkv: one rotary pass over both
+        qk = qkv[:, : s.q_size + s.kv_size].view(n_seq, step.seq_len, s.heads + s.kv_heads, -1)
+        qk = _rope(qk, cos, sin)
+        q = qk[:, :, : s.heads].transpose(1, 2)
+        k = qk[:, :, s.heads :].transpose(1, 2)
+        v = qkv[:, s.q_size + s.kv_size :]
         v = v.view(n_seq, step.seq_len, s.kv_heads, s.head_dim).transpose(1, 2)
         k_cache, v_cache = self.k_cache[step.rows], self.v_cache[step.rows]
         group = s.heads // s.kv_heads
@@ -297,12 +302,23 @@ def _mlp_forward(x: torch.Tensor, w_gate_up: torch.Tensor, w_down: torch.Tensor)
 
 
 def _rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotary embedding (GPT-NeoX layout, as Llama): x [n, seq, heads, d], cos [seq, d/2]."""
+    """Rotary embedding (GPT-NeoX layout, as Llama): x [n, seq, heads, d]; cos and sin
+    [seq, d] as :func:`rope_tables` makes them. Three kernels: roll, mul, addcmul."""
     half = x.shape[-1] // 2
-    x1, x2 = x[..., :half], x[..., half:]
-    c = cos[None, :, None, :]
-    s = sin[None, :, None, :]
-    return torch.cat([x1 * c - x2 * s, x2 * c + x1 * s], dim=-1)
+    # x * cos + rotate_half(x) * sin, where rotate_half(x) = (-x2, x1) = roll(x) * (-1, 1)
+    return torch.addcmul(x * cos[None, :, None, :], x.roll(half, -1), sin[None, :, None, :])
+
+
+def rope_tables(
+    theta: float, head_dim: int, positions: int, device: torch.device, dtype: torch.dtype
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos as (cos, cos) and sin as (-sin, sin) over the head dimension, per position."""
+    inv = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim))
+    freqs = torch.outer(torch.arange(positions, dtype=torch.float32), inv)
+    cos, sin = freqs.cos(), freqs.sin()
+    full_cos = torch.cat([cos, cos], dim=-1)
+    signed_sin = torch.cat([-sin, sin], dim=-1)
+    return full_cos.to(device=device, dtype=dtype), signed_sin.to(device=device, dtype=dtype)
 
 
 class Stage:
@@ -337,13 +353,9 @@ class Stage:
             else:
                 full = init.linear("lm_head", shape.vocab_size, h)
                 self.lm_head = _vocab_rows(full, s)
-        inv = 1.0 / (
-            shape.rope_theta
-            ** (torch.arange(0, shape.head_dim, 2, dtype=torch.float32) / shape.head_dim)
+        self.cos, self.sin = rope_tables(
+            shape.rope_theta, shape.head_dim, max_positions, init.device, init.dtype
         )
-        freqs = torch.outer(torch.arange(max_positions, dtype=torch.float32), inv)
-        self.cos = freqs.cos().to(device=init.device, dtype=init.dtype)
-        self.sin = freqs.sin().to(device=init.device, dtype=init.dtype)
 
     def allocate_cache(self, batch: int, cache_len: int) -> None:
         for layer in self.layers:

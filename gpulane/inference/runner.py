@@ -351,7 +351,7 @@ class Runner:
             n = rows.stop - rows.start
             st: dict[str, Any] = {"rows": rows, "n": n}
             st["pos"] = torch.full((1,), input_len, dtype=torch.int64, device=self.device)
-            st["mask"] = torch.zeros(n, 1, 1, clen, dtype=torch.bool, device=self.device)
+            st["mask"] = torch.zeros(n, 1, 1, clen, dtype=self.dtype, device=self.device)
             if self.first:
                 st["ids"] = first_tokens[rows].clone()
             else:
@@ -368,13 +368,10 @@ class Runner:
         return states
 
     def reset_state(self, states: list[dict[str, Any]], input_len: int, first_tokens: Any) -> None:
-        torch = self.torch
         for st in states:
             st["pos"].fill_(input_len)
-            clen = st["mask"].shape[-1]
-            st["mask"].copy_(
-                (torch.arange(clen, device=self.device) < input_len).view(1, 1, 1, clen)
-            )
+            st["mask"].fill_(float("-inf"))
+            st["mask"][..., :input_len] = 0
             if self.first:
                 st["ids"].copy_(first_tokens[st["rows"]])
 
@@ -386,7 +383,7 @@ class Runner:
         model = self.model
 
         def run() -> None:
-            st["mask"].index_fill_(3, st["pos"], True)
+            st["mask"].index_fill_(3, st["pos"], 0)
             step = StepInput(rows=st["rows"], seq_len=1, pos=st["pos"], mask=st["mask"])
             if self.first:
                 x, residual = model.forward(st["ids"], None, step)

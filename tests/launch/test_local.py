@@ -143,3 +143,22 @@ def test_two_runs_into_one_store_do_not_interfere(tmp_path: Path) -> None:
     for run in runs:
         rows = rows_of(run)
         assert len(rows) == 4 and len({r["run_id"] for r in rows}) == 1
+
+
+def test_rank_that_skips_a_collective_hangs_its_peer_and_is_caught(tmp_path: Path) -> None:
+    """skip_rank=1: rank 1 leaves out one collective at the third point; rank 0 waits in
+    gloo for it. The watchdog must end the run within its bound and keep the 2 rows."""
+    started = time.monotonic()
+    proc = _start(tmp_path, "timeout_s=5", "skip_rank=1", "iters=5")
+    _, err = proc.communicate(timeout=120)
+    took = time.monotonic() - started
+    assert proc.returncode == 1, err
+    assert "Traceback" not in err
+    run = run_dirs(tmp_path)[0]
+    rows = rows_of(run)
+    assert sum(r["status"] == "ok" for r in rows) == 2
+    errors = [r for r in rows if r["status"] == "error"]
+    assert len(errors) == 1
+    assert "all_reduce 4 KiB" in errors[0]["error"]  # the third point: 1K, 2K, 4K
+    assert "gpulane: error:" in err
+    assert took < 60

@@ -1,0 +1,37 @@
+"""The model's pieces against their textbook forms (the TP/PP tests only compare the
+model with itself)."""
+
+from __future__ import annotations
+
+import torch
+
+from gpulane.inference.model import _rope, rope_tables
+
+
+def _rope_textbook(x: torch.Tensor, theta: float, positions: torch.Tensor) -> torch.Tensor:
+    d = x.shape[-1]
+    inv = 1.0 / (theta ** (torch.arange(0, d, 2, dtype=torch.float64) / d))
+    ang = positions.double()[:, None] * inv[None, :]  # [seq, d/2]
+    c, s = ang.cos()[None, :, None, :], ang.sin()[None, :, None, :]
+    x1, x2 = x[..., : d // 2].double(), x[..., d // 2 :].double()
+    return torch.cat([x1 * c - x2 * s, x2 * c + x1 * s], dim=-1)
+
+
+def test_rope_matches_the_rotation_formula() -> None:
+    gen = torch.Generator().manual_seed(1)
+    x = torch.randn(3, 7, 5, 64, generator=gen)
+    cos, sin = rope_tables(500000.0, 64, 20, torch.device("cpu"), torch.float32)
+    got = _rope(x, cos[:7], sin[:7])
+    want = _rope_textbook(x, 500000.0, torch.arange(7))
+    torch.testing.assert_close(got.double(), want, atol=1e-5, rtol=1e-5)
+
+
+def test_rope_at_chosen_positions_and_rotation_keeps_length() -> None:
+    gen = torch.Generator().manual_seed(2)
+    x = torch.randn(2, 1, 4, 128, generator=gen)
+    cos, sin = rope_tables(10000.0, 128, 64, torch.device("cpu"), torch.float32)
+    pos = torch.tensor([37])
+    got = _rope(x, cos.index_select(0, pos), sin.index_select(0, pos))
+    torch.testing.assert_close(got.double(), _rope_textbook(x, 10000.0, pos), atol=1e-5, rtol=0)
+    # a rotation of each pair: the norm of every head vector is unchanged
+    torch.testing.assert_close(got.norm(dim=-1), x.norm(dim=-1), atol=1e-4, rtol=1e-5)
