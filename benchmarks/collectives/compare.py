@@ -5,6 +5,7 @@ nccl-tests logs) and prints Markdown tables, one per collective and mode, with t
 ratio per size and the per-collective overhead of each backend in microseconds.
 
     python benchmarks/collectives/compare.py benchmarks/collectives/h200x2 > tables.md
+    python benchmarks/collectives/compare.py --memory DIR   # run_collectives.sh's `memory`
 """
 
 from __future__ import annotations
@@ -154,5 +155,51 @@ def main(root: Path) -> None:
         print(f"- {n}")
 
 
+def memory_variant(rows: list[dict[str, Any]]) -> str:
+    extra = rows[0].get("extra") or {}
+    mem = str(extra.get("memory", "torch"))
+    return f"{mem}-reg" if extra.get("registered") else mem
+
+
+def main_memory(root: Path) -> None:
+    """The NCCL backend on torch, ncclMemAlloc and registered buffers against nccl-tests
+    without (-R 0) and with (-R 1) registered buffers."""
+    runs = [rows for _meta, rows in gpulane_runs(root) if rows and rows[0]["backend"] == "nccl"]
+    notes = []
+    modes = [
+        ("float-R{r}", "plain", False, "float"),
+        ("float-graph-R{r}", "graph", True, "float"),
+        ("bfloat16-graph-R{r}", "graph", True, "bfloat16"),
+    ]
+    for op in ("all_reduce", "all_gather"):
+        for in_place in (False, True):
+            for suffix, mode, graph, dtype in modes:
+                sides: dict[str, dict[int, Any]] = {}
+                for rows in runs:
+                    if bool(rows[0]["graph"]) != graph:
+                        continue
+                    sel = [r for r in rows if r["dtype"] == dtype]
+                    if sel:
+                        sides[memory_variant(rows)] = pick(sel, op, in_place)
+                where = "in-place" if in_place else "out-of-place"
+                for reg in (0, 1):
+                    log = root / f"nt-{op}-{suffix.format(r=reg)}.txt"
+                    if not log.exists() or not sides:
+                        continue
+                    nt = nccl_tests_rows(log, op, in_place)
+                    title = f"{op} {mode} ({dtype}, {where}) against nccl-tests -R {reg}"
+                    print(table(title, nt, sides))
+                    for name, side in sides.items():
+                        notes.append(
+                            summary(nt, side, name, f"{op} {mode} {dtype} {where} vs -R {reg}")
+                        )
+    print("### Summary\n")
+    for n in notes:
+        print(f"- {n}")
+
+
 if __name__ == "__main__":
-    main(Path(sys.argv[1]))
+    if sys.argv[1] == "--memory":
+        main_memory(Path(sys.argv[2]))
+    else:
+        main(Path(sys.argv[1]))

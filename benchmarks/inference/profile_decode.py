@@ -25,6 +25,7 @@ import torch
 import torch.nn.functional as F
 from omegaconf import OmegaConf
 
+from gpulane.inference.kernels import attention_kernels
 from gpulane.inference.memory import cache_len
 from gpulane.inference.model import Comm, Init, Stage, StepInput
 from gpulane.inference.shapes import shape_from_config
@@ -92,6 +93,11 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=100)
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--layers", type=int, default=None, help="run only this many layers")
+    ap.add_argument(
+        "--attention",
+        default="efficient,cudnn,math,any",
+        help="decode attention kernels to time the step with (the first is profiled)",
+    )
     args = ap.parse_args()
     dev = torch.device("cuda", 0)
     torch.cuda.set_device(dev)
@@ -143,9 +149,9 @@ def main() -> int:
 
         xs = torch.randn(b, shape.hidden_size, device=dev, dtype=torch.bfloat16)
 
-        first = stage.layers[0]
-        x_o = torch.randn(b, first.w_o.shape[1], device=dev, dtype=torch.bfloat16)
-        x_down = torch.randn(b, first.w_down.shape[1], device=dev, dtype=torch.bfloat16)
+        layer0 = stage.layers[0]
+        x_o = torch.randn(b, layer0.w_o.shape[1], device=dev, dtype=torch.bfloat16)
+        x_down = torch.randn(b, layer0.w_down.shape[1], device=dev, dtype=torch.bfloat16)
 
         def gemms() -> None:
             for layer in stage.layers:
@@ -155,12 +161,21 @@ def main() -> int:
                 F.linear(x_down, layer.w_down)
             F.linear(xs, lm_head)
 
-        step_ms = graph_ms(step, args.steps)
-        pos.fill_(args.input_len)
+        step_ms_by: dict[str, float] = {}
+        for name in args.attention.split(","):
+            with attention_kernels(name):
+                step_ms_by[name] = round(graph_ms(step, args.steps), 3)
+            pos.fill_(args.input_len)
+            mask[..., args.input_len :] = float("-inf")
+        first = args.attention.split(",")[0]
+        step_ms = step_ms_by[first]
         gemm_ms = graph_ms(gemms, args.steps)
         # one eager step under the profiler: kernel names and durations
         torch.cuda.synchronize()
-        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        with (
+            attention_kernels(first),
+            torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof,
+        ):
             step()
             torch.cuda.synchronize()
         kernels: dict[str, list[float]] = {}
@@ -184,7 +199,9 @@ def main() -> int:
         "weight_bytes": weight_bytes,
         "copy_gbps": round(bw, 1),
         "roofline_ms": round(weight_bytes / bw / 1e6, 3),
+        "attention": first,
         "step_ms": round(step_ms, 3),
+        "step_ms_by_attention": step_ms_by,
         "gemm_only_ms": round(gemm_ms, 3),
         "ratio_step": round(step_ms / (weight_bytes / bw / 1e6), 3),
         "ratio_gemm_only": round(gemm_ms / (weight_bytes / bw / 1e6), 3),

@@ -465,7 +465,9 @@ def scenarios(keep: bool) -> dict[str, Callable[[], Outcome]]:
     local = [*SWEEP, f"timeout_s={t_kill}"]
     hang = [*SWEEP, f"timeout_s={t_hang}"]
     gpu = [*GPU_SWEEP, f"timeout_s={t_kill}"]
-    gpu_hang = [*GPU_SWEEP, "sizes.max=256M", f"timeout_s={t_hang}"]
+    # Small points and few iterations: the watchdog's per-point allowance (timeout_s plus
+    # what the point's bytes need) stays near timeout_s, as in the CPU hang scenarios.
+    gpu_hang = [*GPU_SWEEP, "sizes.min=1M", "sizes.max=64M", "iters=20", f"timeout_s={t_hang}"]
     slurm = [*SWEEP, *SLURM, f"timeout_s={t_kill}"]
     slurm_hang = [*SWEEP, *SLURM, f"timeout_s={t_hang}"]
 

@@ -16,7 +16,7 @@ from gpulane.collectives import cuda_timing
 from gpulane.collectives.backend import RECV, SEND, Backend, Buffers, backend_options
 from gpulane.collectives.nccl_bootstrap import over_store
 from gpulane.collectives.nccl_calls import nccl_calls
-from gpulane.collectives.nccl_memory import NcclArenas, arena_bytes, memory_options
+from gpulane.collectives.nccl_memory import NcclArenas, memory_options, ncclmem_arenas
 from gpulane.collectives.pattern import Array
 from gpulane.collectives.spec import DTYPES, Point
 from gpulane.collectives.torch_backend import TorchControl, TorchOps, init_method
@@ -26,14 +26,15 @@ from gpulane.launch.context import RankContext
 UNSUPPORTED = {"gather", "scatter"}
 
 
-def import_nccl4py() -> tuple[Any, Any]:
+def import_nccl4py(what: str = "backend=nccl") -> tuple[Any, Any]:
     try:
         import nccl.core as nccl_core
         from nccl.bindings import nccl as bindings
     except ImportError as err:
         raise MissingComponent(
-            "backend=nccl needs nccl4py and a libnccl it can load: "
-            f"`pip install 'nccl4py[cu13]'` (or [cu12]) ({err}); backend=torch keeps working"
+            f"{what} needs nccl4py and a libnccl it can load: "
+            f"`pip install 'nccl4py[cu13]'` (or [cu12]) ({err}); backend=torch with "
+            "backend.memory=torch keeps working"
         ) from err
     return nccl_core, bindings
 
@@ -78,14 +79,8 @@ class NcclBackend(Backend):
 
     def reserve(self, points: list[Point]) -> None:
         if self.memory == "nccl" and points:
-            self.arenas = NcclArenas(
-                self.b,
-                self.torch,
-                self.device,
-                self._handle,
-                arena_bytes(points, self.rank),
-                self.register,
-            )
+            comm = self._handle if self.register else None
+            self.arenas = ncclmem_arenas(self.torch, self.device, points, self.rank, comm)
 
     def empty_for(self, role: str, n: int, dtype: str) -> Array:
         if self.arenas is None:

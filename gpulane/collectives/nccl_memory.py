@@ -44,6 +44,19 @@ def arena_bytes(points: list[Point], rank: int) -> dict[str, int]:
     return need
 
 
+def ncclmem_arenas(
+    torch: Any, device: Any, points: list[Point], rank: int, comm: Any = None
+) -> NcclArenas:
+    """Blocks for every point of the run from ncclMemAlloc (nccl4py's binding), registered
+    with ``comm`` (a raw NCCL communicator) when one is given."""
+    from gpulane.collectives.nccl_backend import import_nccl4py
+
+    _core, bindings = import_nccl4py("backend.memory=nccl")
+    return NcclArenas(
+        bindings, torch, device, comm, arena_bytes(points, rank), register=comm is not None
+    )
+
+
 class CudaPointer:
     """Raw device memory as an object torch.as_tensor takes without copying."""
 

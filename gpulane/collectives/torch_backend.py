@@ -15,10 +15,11 @@ from datetime import timedelta
 from typing import Any
 
 from gpulane.collectives import cuda_timing
-from gpulane.collectives.backend import Backend, Buffers
+from gpulane.collectives.backend import Backend, Buffers, backend_options
+from gpulane.collectives.nccl_memory import NcclArenas, memory_options, ncclmem_arenas
 from gpulane.collectives.pattern import Array
 from gpulane.collectives.spec import DTYPES, Point
-from gpulane.errors import MissingComponent
+from gpulane.errors import InputError, MissingComponent
 from gpulane.launch.context import RankContext
 
 IN_PLACE_ONLY = {"all_reduce", "broadcast", "reduce"}
@@ -115,6 +116,12 @@ class TorchBackend(Backend):
             init_method=init_method(ctx),
             **kwargs,
         )
+        self.memory, register = memory_options(backend_options(ctx.run_dir))
+        if register:
+            raise InputError("backend.register=true is for backend=nccl (torch registers none)")
+        if self.memory == "nccl" and not use_cuda:
+            raise InputError("backend.memory=nccl needs GPUs (device=cuda)")
+        self.arenas: NcclArenas | None = None
         control_group = dist.new_group(backend="gloo") if use_cuda else dist.group.WORLD
         self.control = TorchControl(dist, control_group)
         self.ops = TorchOps(torch, self.device)
@@ -127,6 +134,20 @@ class TorchBackend(Backend):
         }
 
     # -- buffers and launch ---------------------------------------------------------
+    def reserve(self, points: list[Point]) -> None:
+        # ncclMemAlloc'd buffers qualify for NCCL's registration of captured buffers in
+        # CUDA graphs; the caching allocator's do not (all_gather: 20 % of busbw).
+        if self.memory == "nccl" and points:
+            self.arenas = ncclmem_arenas(self.torch, self.device, points, self.rank)
+
+    def empty_for(self, role: str, n: int, dtype: str) -> Array:
+        if self.arenas is None:
+            return self.empty(n, dtype)
+        return self.arenas.view(role, n, dtype)
+
+    def row_extra(self) -> dict[str, object]:
+        return {"memory": self.memory} if self.on_device else {}
+
     def empty(self, n: int, dtype: str) -> Array:
         return self.torch.empty(
             n, dtype=getattr(self.torch, DTYPES[dtype].torch_name), device=self.device
@@ -217,8 +238,15 @@ class TorchBackend(Backend):
         return v
 
     def close(self) -> None:
-        if self.dist.is_initialized():
-            self.dist.destroy_process_group()
+        try:
+            if self.arenas is not None:
+                self.torch.cuda.synchronize(self.device)
+                # torch's communicator may hold them registered from graph capture
+                self.dist.destroy_process_group()
+                self.arenas.free()
+        finally:
+            if self.dist.is_initialized():
+                self.dist.destroy_process_group()
 
 
 def init_method(ctx: RankContext) -> str:

@@ -17,6 +17,7 @@ from rich.table import Table
 from gpulane.collectives.command import local_gpus, path_label
 from gpulane.errors import InputError, MissingComponent, RunFailed
 from gpulane.hydra_app import comma_lists, run_hydra
+from gpulane.inference.kernels import ATTENTION_BACKENDS
 from gpulane.inference.memory import OVERHEAD_BYTES, GiB, cache_len, check_fits
 from gpulane.inference.runner import configs
 from gpulane.inference.shapes import ModelShape, dtype_bytes, shape_from_config
@@ -64,6 +65,11 @@ def resolve(cfg: Any) -> tuple[ModelShape, int, int, int, str]:
     if shape.num_layers > full.num_layers:
         raise InputError(f"layers={shape.num_layers} but {full.name} has {full.num_layers}")
     pp = _int(cfg.pp, "pp")
+    kernels = str(cfg.get("decode_attention") or "efficient")
+    if kernels not in ATTENTION_BACKENDS:
+        raise InputError(
+            f"decode_attention: expected one of {', '.join(ATTENTION_BACKENDS)}, got {kernels!r}"
+        )
     device = str(cfg.device).lower()
     if device not in ("auto", "cuda", "cpu"):
         raise InputError(f"device: expected auto, cuda or cpu, got {cfg.device!r}")

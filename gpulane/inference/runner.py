@@ -377,18 +377,21 @@ class Runner:
 
     def step_fn(self, st: dict[str, Any], keep_logits: bool) -> Callable[[], None]:
         """One decode step of one micro-batch on this stage, on static buffers only."""
+        from gpulane.inference.kernels import attention_kernels
         from gpulane.inference.model import StepInput
 
         torch = self.torch
         model = self.model
+        kernels = str(self.cfg.get("decode_attention") or "efficient")
 
         def run() -> None:
             st["mask"].index_fill_(3, st["pos"], 0)
             step = StepInput(rows=st["rows"], seq_len=1, pos=st["pos"], mask=st["mask"])
-            if self.first:
-                x, residual = model.forward(st["ids"], None, step)
-            else:
-                x, residual = model.forward(st["x_in"], st["r_in"], step)
+            with attention_kernels(kernels):
+                if self.first:
+                    x, residual = model.forward(st["ids"], None, step)
+                else:
+                    x, residual = model.forward(st["x_in"], st["r_in"], step)
             if self.last:
                 logits = model.logits(x, residual, 1)
                 st["tokens"].copy_(torch.argmax(logits, dim=-1))

@@ -5,6 +5,7 @@ wrong without one is here: blocks too small for a point, and bad options."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,6 +16,7 @@ from gpulane.collectives.backend import RECV, SEND, Backend, Buffers
 from gpulane.collectives.nccl_memory import CudaPointer, arena_bytes, memory_options
 from gpulane.collectives.spec import DTYPES, Point, plan_point
 from gpulane.errors import InputError
+from tests.helpers import gpulane
 
 OPS = ["all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast", "reduce", "sendrecv"]
 
@@ -93,3 +95,27 @@ def test_pointer_is_described_as_bytes_without_copy() -> None:
     assert iface["shape"] == (4096,)
     assert iface["typestr"] == "|u1"
     assert iface["data"] == (0x7F0000000000, False)
+
+
+def test_bad_memory_options_stop_a_torch_run_with_one_line(tmp_path: Path) -> None:
+    for args, message in (
+        (["backend.memory=nccl"], "backend.memory=nccl needs GPUs (device=cuda)"),
+        (["backend.memory=pinned"], "backend.memory: expected torch or nccl, got 'pinned'"),
+        (["+backend.register=true"], "backend.register=true needs backend.memory=nccl"),
+        (
+            ["backend.memory=nccl", "+backend.register=true"],
+            "backend.register=true is for backend=nccl",
+        ),
+    ):
+        out = gpulane(
+            "sweep",
+            "ranks=2",
+            "device=cpu",
+            "sizes.max=1K",
+            f"results_dir={tmp_path}",
+            *args,
+            cwd=tmp_path,
+        )
+        assert out.returncode == 2, out.stderr
+        assert message in out.stderr
+        assert "Traceback" not in out.stderr

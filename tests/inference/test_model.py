@@ -3,9 +3,13 @@ model with itself)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 
+from gpulane.inference.kernels import ATTENTION_BACKENDS, attention_kernels
 from gpulane.inference.model import _rope, rope_tables
+from tests.helpers import gpulane
 
 
 def _rope_textbook(x: torch.Tensor, theta: float, positions: torch.Tensor) -> torch.Tensor:
@@ -35,3 +39,31 @@ def test_rope_at_chosen_positions_and_rotation_keeps_length() -> None:
     torch.testing.assert_close(got.double(), _rope_textbook(x, 10000.0, pos), atol=1e-5, rtol=0)
     # a rotation of each pair: the norm of every head vector is unchanged
     torch.testing.assert_close(got.norm(dim=-1), x.norm(dim=-1), atol=1e-4, rtol=1e-5)
+
+
+def test_unknown_decode_attention_is_one_error_before_any_rank(tmp_path: Path) -> None:
+    out = gpulane(
+        "tokens",
+        "model=tiny",
+        "device=cpu",
+        "decode_attention=flash",
+        f"results_dir={tmp_path}",
+        cwd=tmp_path,
+    )
+    assert out.returncode == 2
+    assert out.stderr.strip() == (
+        "gpulane: error: decode_attention: expected one of efficient, cudnn, math, any, got 'flash'"
+    )
+    assert not list(tmp_path.iterdir())  # no run directory, no rank started
+
+
+def test_attention_kernels_restrict_what_sdpa_may_use() -> None:
+    q = torch.randn(1, 2, 4, 16)
+    kv = torch.randn(1, 2, 8, 16)
+    mask = torch.zeros(1, 1, 1, 8)
+    mask[..., 5:] = float("-inf")
+    want = torch.nn.functional.scaled_dot_product_attention(q, kv, kv, attn_mask=mask)
+    for name in ATTENTION_BACKENDS:
+        with attention_kernels(name):  # each list ends in MATH, which CPUs have
+            got = torch.nn.functional.scaled_dot_product_attention(q, kv, kv, attn_mask=mask)
+        torch.testing.assert_close(got, want)

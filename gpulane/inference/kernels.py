@@ -1,0 +1,26 @@
+"""Which attention kernels a decode step may use (torch imported only when used)."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+ATTENTION_BACKENDS = {
+    "efficient": ["EFFICIENT_ATTENTION", "MATH"],
+    "cudnn": ["CUDNN_ATTENTION", "MATH"],
+    "math": ["MATH"],
+    "any": None,
+}
+
+
+def attention_kernels(name: str) -> Any:
+    """A context in which scaled_dot_product_attention uses only the named kernels.
+
+    Why: a decode step attends with a handful of query rows over the whole cache, where
+    torch's default choice on H200 (cuDNN) takes 17 us per layer (profile_decode.py)."""
+    names = ATTENTION_BACKENDS[name]  # checked by the command before any rank starts
+    if names is None:
+        return contextlib.nullcontext()
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    return sdpa_kernel([getattr(SDPBackend, n) for n in names])
