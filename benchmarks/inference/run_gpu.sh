@@ -35,18 +35,23 @@ G=("$PY" -m gpulane.cli)
 } > "$OUT/machine.txt" 2>&1
 cat "$OUT/machine.txt"
 
+# DECODE_ATTENTION=NAME sets decode_attention for every run here (default: the config's)
+ATT=()
+[ -n "${DECODE_ATTENTION:-}" ] && ATT=(decode_attention="$DECODE_ATTENTION")
+
 if want roofline; then
   echo "== roofline: llama3-8b TP=1 batch 1"
   "$PY" "$HERE/copy_bw.py" | tee "$OUT/copy_bw.json"
   CUDA_VISIBLE_DEVICES=0 "$PY" "$HERE/profile_decode.py" --out "$OUT/profile" \
     | tee "$OUT/profile.log"
   "${G[@]}" tokens model=llama3-8b tp=1 pp=1 batch=1 input_len=512 output_len=128 \
-    comm_off=false build=h200-tp1 results_dir="$OUT/roofline" 2>&1 | tee "$OUT/roofline.log"
+    comm_off=false build=h200-tp1 "${ATT[@]}" results_dir="$OUT/roofline" 2>&1 \
+    | tee "$OUT/roofline.log"
   "$PY" "$HERE/roofline.py" "$OUT/copy_bw.json" "$OUT/roofline" | tee "$OUT/roofline.json"
 fi
 
 builds() {  # builds PRESET...: TP=2, PP=2 and the collectives the model sends, per build
-  local grid=(model=llama3-8b batch=1,16 input_len=1024 output_len=64 warmup=1 iters=2)
+  local grid=(model=llama3-8b batch=1,16 input_len=1024 output_len=64 warmup=1 iters=2 "${ATT[@]}")
   for p in "$@"; do
     "${G[@]}" tokens "${grid[@]}" tp=2 pp=1 preset="$p" build="$p" \
       results_dir="$OUT/builds" 2>&1 | tee "$OUT/tokens-$p.log"
@@ -60,7 +65,7 @@ builds() {  # builds PRESET...: TP=2, PP=2 and the collectives the model sends, 
 if want builds; then
   echo "== TP=1 on one GPU (the advisor's calibration), same grid"
   CUDA_VISIBLE_DEVICES=0 "${G[@]}" tokens model=llama3-8b batch=1,16 input_len=1024 \
-    output_len=64 warmup=1 iters=2 tp=1 pp=1 build=h200-tp1 results_dir="$OUT/tp1" \
+    output_len=64 warmup=1 iters=2 tp=1 pp=1 build=h200-tp1 "${ATT[@]}" results_dir="$OUT/tp1" \
     2>&1 | tee "$OUT/tokens-tp1.log"
   echo "== TP=2 and PP=2 per build: nvlink, pcie-host"
   builds nvlink pcie-host

@@ -65,7 +65,7 @@ def resolve(cfg: Any) -> tuple[ModelShape, int, int, int, str]:
     if shape.num_layers > full.num_layers:
         raise InputError(f"layers={shape.num_layers} but {full.name} has {full.num_layers}")
     pp = _int(cfg.pp, "pp")
-    kernels = str(cfg.get("decode_attention") or "efficient")
+    kernels = str(cfg.get("decode_attention") or "bmm")
     if kernels not in ATTENTION_BACKENDS:
         raise InputError(
             f"decode_attention: expected one of {', '.join(ATTENTION_BACKENDS)}, got {kernels!r}"

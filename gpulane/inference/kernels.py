@@ -5,7 +5,10 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-ATTENTION_BACKENDS = {
+# name -> the scaled_dot_product_attention kernels allowed (bmm: no SDPA at all, three
+# kernels of gpulane's own; any: torch's own choice)
+ATTENTION_BACKENDS: dict[str, list[str] | None] = {
+    "bmm": [],
     "efficient": ["EFFICIENT_ATTENTION", "MATH"],
     "cudnn": ["CUDNN_ATTENTION", "MATH"],
     "math": ["MATH"],
@@ -19,7 +22,7 @@ def attention_kernels(name: str) -> Any:
     Why: a decode step attends with a handful of query rows over the whole cache, where
     torch's default choice on H200 (cuDNN) takes 17 us per layer (profile_decode.py)."""
     names = ATTENTION_BACKENDS[name]  # checked by the command before any rank starts
-    if names is None:
+    if not names:
         return contextlib.nullcontext()
     from torch.nn.attention import SDPBackend, sdpa_kernel
 

@@ -27,6 +27,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from gpulane.inference.kernels import attention_kernels
 from gpulane.inference.shapes import ModelShape
 from gpulane.inference.sharding import RankSlices
 
@@ -114,6 +115,7 @@ class StepInput:
     # decode: [rows, 1, 1, cache_len] additive, 0 = attend, -inf = not (one mask for all
     # layers: a bool mask would be turned into this in every layer)
     mask: torch.Tensor | None = None
+    attention: str = "any"  # decode attention kernels (decode_attention)
 
 
 class Layer:
@@ -162,8 +164,9 @@ class Layer:
             self._init_moe(init, p)
         else:
             self.w_gate_up, self.w_down = _mlp(init, p + "mlp.", h, shape.intermediate_size, s)
-        self.k_cache: torch.Tensor | None = None
-        self.v_cache: torch.Tensor | None = None
+        # K and V of every position, [2, batch, kv_heads, cache_len, head_dim]: one
+        # tensor, so that a decode step writes both with one kernel
+        self.kv_cache: torch.Tensor | None = None
 
     def _init_moe(self, init: Init, p: str) -> None:
         shape, s = self.shape, self.s
@@ -191,10 +194,8 @@ class Layer:
 
     def allocate_cache(self, batch: int, cache_len: int) -> None:
         s = self.s
-        shape = (batch, s.kv_heads, cache_len, s.head_dim)
-        dev, dt = self.w_qkv.device, self.w_qkv.dtype
-        self.k_cache = torch.zeros(shape, device=dev, dtype=dt)
-        self.v_cache = torch.zeros(shape, device=dev, dtype=dt)
+        shape = (2, batch, s.kv_heads, cache_len, s.head_dim)
+        self.kv_cache = torch.zeros(shape, device=self.w_qkv.device, dtype=self.w_qkv.dtype)
 
     def forward(
         self,
@@ -216,31 +217,30 @@ class Layer:
         self, x: torch.Tensor, step: StepInput, cos: torch.Tensor, sin: torch.Tensor
     ) -> torch.Tensor:
         s = self.s
-        assert self.k_cache is not None and self.v_cache is not None
+        assert self.kv_cache is not None
         n_seq = x.shape[0] // step.seq_len
         qkv = F.linear(x, self.w_qkv, self.b_qkv)
-        # q and k sit side by side in qkv: one rotary pass over both
+        # q and k sit side by side in qkv: one rotary pass over both, written back into
+        # qkv so that the roped k lies beside v for the cache write
         qk = qkv[:, : s.q_size + s.kv_size].view(n_seq, step.seq_len, s.heads + s.kv_heads, -1)
-        qk = _rope(qk, cos, sin)
-        q = qk[:, :, : s.heads].transpose(1, 2)
-        k = qk[:, :, s.heads :].transpose(1, 2)
-        v = qkv[:, s.q_size + s.kv_size :]
-        v = v.view(n_seq, step.seq_len, s.kv_heads, s.head_dim).transpose(1, 2)
-        k_cache, v_cache = self.k_cache[step.rows], self.v_cache[step.rows]
+        _rope(qk, cos, sin, out=qk)
+        q = qkv[:, : s.q_size].view(n_seq, step.seq_len, s.heads, s.head_dim).transpose(1, 2)
+        kv = qkv[:, s.q_size :].view(n_seq, step.seq_len, 2, s.kv_heads, s.head_dim)
+        kv = kv.permute(2, 0, 3, 1, 4)  # [2, n_seq, kv_heads, seq, head_dim]
+        cache = self.kv_cache[:, step.rows]
         group = s.heads // s.kv_heads
         if step.pos is None:  # prefill: the prompt attends to itself, causally
-            k_cache[:, :, : step.seq_len] = k
-            v_cache[:, :, : step.seq_len] = v
+            cache[:, :, :, : step.seq_len] = kv
+            k, v = kv[0], kv[1]
             if group > 1:
                 k = k.repeat_interleave(group, dim=1)
                 v = v.repeat_interleave(group, dim=1)
             out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
             return out.transpose(1, 2).reshape(n_seq * step.seq_len, s.q_size)
         # decode: write this position, then each KV group's query heads over the cache
-        k_cache.index_copy_(2, step.pos, k)
-        v_cache.index_copy_(2, step.pos, v)
+        cache.index_copy_(3, step.pos, kv)
         q = q.reshape(n_seq, s.kv_heads, group, s.head_dim)
-        out = F.scaled_dot_product_attention(q, k_cache, v_cache, attn_mask=step.mask)
+        out = decode_attention(q, cache[0], cache[1], step.mask, step.attention)
         return out.reshape(n_seq, s.q_size)
 
     def experts(self, x: torch.Tensor) -> torch.Tensor:
@@ -301,12 +301,44 @@ def _mlp_forward(x: torch.Tensor, w_gate_up: torch.Tensor, w_down: torch.Tensor)
     return F.linear(F.silu(gate) * up, w_down)
 
 
-def _rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+def _rope(
+    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, out: torch.Tensor | None = None
+) -> torch.Tensor:
     """Rotary embedding (GPT-NeoX layout, as Llama): x [n, seq, heads, d]; cos and sin
-    [seq, d] as :func:`rope_tables` makes them. Three kernels: roll, mul, addcmul."""
+    [seq, d] as :func:`rope_tables` makes them. Three kernels: roll, mul, addcmul; ``out``
+    may be ``x`` itself (both reads are done into new tensors first)."""
     half = x.shape[-1] // 2
     # x * cos + rotate_half(x) * sin, where rotate_half(x) = (-x2, x1) = roll(x) * (-1, 1)
-    return torch.addcmul(x * cos[None, :, None, :], x.roll(half, -1), sin[None, :, None, :])
+    rolled = x.roll(half, -1)
+    scaled = x * cos[None, :, None, :]
+    if out is None:
+        return torch.addcmul(scaled, rolled, sin[None, :, None, :])
+    return torch.addcmul(scaled, rolled, sin[None, :, None, :], out=out)
+
+
+def decode_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, kernels: str
+) -> torch.Tensor:
+    """q [n, kv_heads, group, d] over the cache k, v [n, kv_heads, cache_len, d] with the
+    additive mask [n, 1, 1, cache_len].
+
+    ``bmm``: three kernels (scores with the mask added, softmax, weighted sum); a decode
+    step has a few query rows per KV head, where one fused attention kernel runs on only
+    kv_heads blocks and takes longer than the three. Otherwise scaled_dot_product_attention
+    restricted to the named kernels (:mod:`gpulane.inference.kernels`)."""
+    if kernels == "bmm":
+        n, kvh, g, d = q.shape
+        bias = mask if mask is not None else torch.zeros((), dtype=q.dtype, device=q.device)
+        scores = torch.baddbmm(
+            bias.expand(n, kvh, g, k.shape[2]).reshape(n * kvh, g, k.shape[2]),
+            q.reshape(n * kvh, g, d),
+            k.reshape(n * kvh, -1, d).transpose(1, 2),
+            alpha=1.0 / math.sqrt(d),
+        )
+        probs = torch.softmax(scores, dim=-1)
+        return torch.bmm(probs, v.reshape(n * kvh, -1, d)).view(n, kvh, g, d)
+    with attention_kernels(kernels):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
 
 
 def rope_tables(
@@ -363,7 +395,7 @@ class Stage:
 
     def free_cache(self) -> None:
         for layer in self.layers:
-            layer.k_cache = layer.v_cache = None
+            layer.kv_cache = None
 
     def embed_tokens(self, ids: torch.Tensor) -> torch.Tensor:
         assert self.embed is not None

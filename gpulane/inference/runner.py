@@ -377,21 +377,21 @@ class Runner:
 
     def step_fn(self, st: dict[str, Any], keep_logits: bool) -> Callable[[], None]:
         """One decode step of one micro-batch on this stage, on static buffers only."""
-        from gpulane.inference.kernels import attention_kernels
         from gpulane.inference.model import StepInput
 
         torch = self.torch
         model = self.model
-        kernels = str(self.cfg.get("decode_attention") or "efficient")
+        kernels = str(self.cfg.get("decode_attention") or "bmm")
 
         def run() -> None:
             st["mask"].index_fill_(3, st["pos"], 0)
-            step = StepInput(rows=st["rows"], seq_len=1, pos=st["pos"], mask=st["mask"])
-            with attention_kernels(kernels):
-                if self.first:
-                    x, residual = model.forward(st["ids"], None, step)
-                else:
-                    x, residual = model.forward(st["x_in"], st["r_in"], step)
+            step = StepInput(
+                rows=st["rows"], seq_len=1, pos=st["pos"], mask=st["mask"], attention=kernels
+            )
+            if self.first:
+                x, residual = model.forward(st["ids"], None, step)
+            else:
+                x, residual = model.forward(st["x_in"], st["r_in"], step)
             if self.last:
                 logits = model.logits(x, residual, 1)
                 st["tokens"].copy_(torch.argmax(logits, dim=-1))
@@ -576,6 +576,7 @@ class Runner:
             "micro_batches": m,
             "weights_gib_per_gpu": round(run_params * self.dbytes / GiB, 3),
             "build_s": round(self.build_s, 2),
+            "decode_attention": str(cfg.get("decode_attention") or "bmm"),
             "launcher": self.ctx.info.launcher,
         }
         if scale is not None:

@@ -8,7 +8,7 @@ from pathlib import Path
 import torch
 
 from gpulane.inference.kernels import ATTENTION_BACKENDS, attention_kernels
-from gpulane.inference.model import _rope, rope_tables
+from gpulane.inference.model import _rope, decode_attention, rope_tables
 from tests.helpers import gpulane
 
 
@@ -28,6 +28,9 @@ def test_rope_matches_the_rotation_formula() -> None:
     got = _rope(x, cos[:7], sin[:7])
     want = _rope_textbook(x, 500000.0, torch.arange(7))
     torch.testing.assert_close(got.double(), want, atol=1e-5, rtol=1e-5)
+    in_place = x.clone()
+    _rope(in_place, cos[:7], sin[:7], out=in_place)  # as the model writes back into qkv
+    torch.testing.assert_close(in_place, got)
 
 
 def test_rope_at_chosen_positions_and_rotation_keeps_length() -> None:
@@ -52,18 +55,25 @@ def test_unknown_decode_attention_is_one_error_before_any_rank(tmp_path: Path) -
     )
     assert out.returncode == 2
     assert out.stderr.strip() == (
-        "gpulane: error: decode_attention: expected one of efficient, cudnn, math, any, got 'flash'"
+        "gpulane: error: decode_attention: expected one of bmm, efficient, cudnn, math, "
+        "any, got 'flash'"
     )
     assert not list(tmp_path.iterdir())  # no run directory, no rank started
 
 
-def test_attention_kernels_restrict_what_sdpa_may_use() -> None:
-    q = torch.randn(1, 2, 4, 16)
-    kv = torch.randn(1, 2, 8, 16)
-    mask = torch.zeros(1, 1, 1, 8)
-    mask[..., 5:] = float("-inf")
-    want = torch.nn.functional.scaled_dot_product_attention(q, kv, kv, attn_mask=mask)
-    for name in ATTENTION_BACKENDS:
-        with attention_kernels(name):  # each list ends in MATH, which CPUs have
-            got = torch.nn.functional.scaled_dot_product_attention(q, kv, kv, attn_mask=mask)
-        torch.testing.assert_close(got, want)
+def test_every_decode_attention_gives_masked_softmax_attention() -> None:
+    gen = torch.Generator().manual_seed(3)
+    n, kvh, g, s, d = 2, 3, 4, 16, 32
+    q = torch.randn(n, kvh, g, d, generator=gen)
+    k = torch.randn(n, kvh, s, d, generator=gen)
+    v = torch.randn(n, kvh, s, d, generator=gen)
+    mask = torch.zeros(n, 1, 1, s)
+    mask[0, ..., 9:] = float("-inf")  # sequence 0 has 9 live positions, sequence 1 all
+    scores = torch.einsum("nhgd,nhsd->nhgs", q.double(), k.double()) / d**0.5
+    want = torch.einsum("nhgs,nhsd->nhgd", torch.softmax(scores + mask.double(), -1), v.double())
+    for name in ATTENTION_BACKENDS:  # the SDPA lists end in MATH, which CPUs have
+        got = decode_attention(q, k, v, mask, name)
+        torch.testing.assert_close(got.double(), want, atol=1e-5, rtol=1e-5, msg=name)
+    with attention_kernels("math"):
+        assert torch.backends.cuda.math_sdp_enabled()
+        assert not torch.backends.cuda.mem_efficient_sdp_enabled()
