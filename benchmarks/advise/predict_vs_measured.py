@@ -91,8 +91,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--topology", default=str(ROOT / "benchmarks/topology/results-h200x2/gpulane-topo.json"))  # fmt: skip
     ap.add_argument("--hbm-gbps", type=float, default=4000.0)
     ap.add_argument("--tflops", type=float, default=700.0)
-    ap.add_argument("--calibrate", default=None, metavar="RUN_DIR",
-                    help="calibrate compute on the tokens rows of this run (pp=1)")  # fmt: skip
+    ap.add_argument("--calibrate", nargs="*", default=None, metavar="RUN_DIR",
+                    help="calibrate compute on the tokens rows of these runs (pp=1); runs "
+                         "at two TP degrees also fit a fixed time per layer")  # fmt: skip
     args = ap.parse_args(argv)
 
     shape = _model(args.model)
@@ -107,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
         if Path(path).exists():
             coll += [r.to_dict() for r in rows_from_file(path, build=build)]
     tokens = measured_rows(args.tokens)
-    calib_rows = measured_rows([args.calibrate]) if args.calibrate else []
+    calib_rows = measured_rows(args.calibrate) if args.calibrate else []
     proj = A.Projection({"nvlink": 0.72, "pcie": 0.8}, {"nvlink": 6.0, "pcie": 10.0})
 
     print(f"# model {shape.name}, output_len {args.output_len}, bf16, 2 x H200 "
@@ -146,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"| {build} | {p.name} | {batch} | {input_len} | "
                           + " | ".join(cells) + f" | {used} |")  # fmt: skip
     print()
-    print(f"# compute: {'calibrated on ' + args.calibrate if calib_rows else 'roofline'}")
+    print(f"# compute: {'calibrated on ' + ' '.join(args.calibrate) if calib_rows else 'roofline'}")
     if not tokens:
         print("# measured: no `gpulane tokens` rows under "
               + ", ".join(args.tokens) + "; the measured columns are empty")  # fmt: skip

@@ -5,7 +5,8 @@ nccl-tests logs) and prints Markdown tables, one per collective and mode, with t
 ratio per size and the per-collective overhead of each backend in microseconds.
 
     python benchmarks/collectives/compare.py benchmarks/collectives/h200x2 > tables.md
-    python benchmarks/collectives/compare.py --memory DIR   # run_collectives.sh's `memory`
+    python benchmarks/collectives/compare.py --memory DIR [NT_DIR]  # `memory` part
+        (gpulane runs in DIR/runs; nccl-tests logs in NT_DIR, default DIR)
 """
 
 from __future__ import annotations
@@ -161,10 +162,14 @@ def memory_variant(rows: list[dict[str, Any]]) -> str:
     return f"{mem}-reg" if extra.get("registered") else mem
 
 
-def main_memory(root: Path) -> None:
-    """The NCCL backend on torch, ncclMemAlloc and registered buffers against nccl-tests
-    without (-R 0) and with (-R 1) registered buffers."""
-    runs = [rows for _meta, rows in gpulane_runs(root) if rows and rows[0]["backend"] == "nccl"]
+def main_memory(root: Path, nt_root: Path) -> None:
+    """The NCCL and torch backends on torch, ncclMemAlloc and registered buffers against
+    nccl-tests without (-R 0) and with (-R 1) registered buffers."""
+    runs = [
+        rows
+        for _meta, rows in gpulane_runs(root)
+        if rows and rows[0]["backend"] in ("nccl", "torch-nccl")
+    ]
     notes = []
     modes = [
         ("float-R{r}", "plain", False, "float"),
@@ -179,11 +184,14 @@ def main_memory(root: Path) -> None:
                     if bool(rows[0]["graph"]) != graph:
                         continue
                     sel = [r for r in rows if r["dtype"] == dtype]
-                    if sel:
-                        sides[memory_variant(rows)] = pick(sel, op, in_place)
+                    side = pick(sel, op, in_place)
+                    if side:
+                        name = memory_variant(rows)
+                        backend = rows[0]["backend"]
+                        sides[name if backend == "nccl" else f"{backend} {name}"] = side
                 where = "in-place" if in_place else "out-of-place"
                 for reg in (0, 1):
-                    log = root / f"nt-{op}-{suffix.format(r=reg)}.txt"
+                    log = nt_root / f"nt-{op}-{suffix.format(r=reg)}.txt"
                     if not log.exists() or not sides:
                         continue
                     nt = nccl_tests_rows(log, op, in_place)
@@ -200,6 +208,6 @@ def main_memory(root: Path) -> None:
 
 if __name__ == "__main__":
     if sys.argv[1] == "--memory":
-        main_memory(Path(sys.argv[2]))
+        main_memory(Path(sys.argv[2]), Path(sys.argv[3] if len(sys.argv) > 3 else sys.argv[2]))
     else:
         main(Path(sys.argv[1]))

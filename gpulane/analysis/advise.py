@@ -156,12 +156,19 @@ def _matmul_params(shape: ModelShape, tp: int, pp: int, stage: int) -> tuple[int
 
 @dataclass(frozen=True)
 class Compute:
-    """Compute time of one stage on one GPU: a roofline, times a calibration factor."""
+    """Compute time of one stage on one GPU: a roofline times a calibration factor, plus
+    a fixed time per layer (calibrated across TP degrees; 0 for the plain roofline).
+
+    Why the fixed term: at small batches a layer's norms, rotary, cache writes and
+    attention are a dozen short kernels whose time does not shrink with TP, so a step
+    that is 70 % weight reads at TP=1 does not halve at TP=2."""
 
     gpu: GpuSpec
     decode_scale: float = 1.0
     prefill_scale: float = 1.0
     source: str = "roofline"
+    decode_layer_ms: float = 0.0
+    prefill_layer_ms: float = 0.0
 
     def decode_ms(
         self, shape: ModelShape, tp: int, pp: int, stage: int, seqs: int, ctx: int, dbytes: int
@@ -175,7 +182,7 @@ class Compute:
         body, head = _matmul_params(shape, tp, pp, stage)
         flops = 2 * (body + head) * seqs + 4 * layers * seqs * ctx * s.q_size
         t = max((weights + kv) / (self.gpu.hbm_gbps * 1e9), flops / (self.gpu.tflops * 1e12))
-        return t * 1e3 * self.decode_scale
+        return t * 1e3 * self.decode_scale + layers * self.decode_layer_ms
 
     def prefill_ms(
         self, shape: ModelShape, tp: int, pp: int, stage: int, seqs: int, input_len: int,
@@ -191,7 +198,7 @@ class Compute:
         flops = 2 * body * tokens + 2 * head * seqs + attn
         weights = stage_params(shape, tp, pp, stage) * dbytes
         t = max(flops / (self.gpu.tflops * 1e12), weights / (self.gpu.hbm_gbps * 1e9))
-        return t * 1e3 * self.prefill_scale
+        return t * 1e3 * self.prefill_scale + layers * self.prefill_layer_ms
 
 
 def _f(value: Any) -> float | None:
@@ -212,12 +219,18 @@ def calibrate(
     input_len: int,
     dbytes: int,
 ) -> Compute:
-    """``compute`` scaled so that it reproduces the compute-only times of a measured
-    ``gpulane tokens`` run of this model (pp=1 rows; TP collectives as no-ops, or tp=1).
+    """``compute`` fitted to the compute-only times of measured ``gpulane tokens`` runs of
+    this model (pp=1 rows; TP collectives as no-ops, or tp=1).
 
     Rows at this batch and input length are used when there are some, else all rows of
-    the model (the median factor). Returns ``compute`` unchanged when no row fits."""
-    factors: dict[str, list[tuple[bool, float, str]]] = {"decode": [], "prefill": []}
+    the model. With rows at one TP degree: the roofline times the median factor. With
+    rows at two or more: time = a x roofline + b x layers, least squares over the TP
+    degrees (a > 0, b >= 0), so that the part that does not split across GPUs is known.
+    Returns ``compute`` unchanged when no row fits."""
+    factors: dict[str, list[tuple[bool, float, str, int, float, float, int]]] = {
+        "decode": [],
+        "prefill": [],
+    }
     for r in token_rows:
         if r.get("kind") != "tokens" or (r.get("status") or "ok") != "ok":
             continue
@@ -253,13 +266,24 @@ def calibrate(
         if roof <= 0:
             continue
         where = f"{r.get('run_id')} tp={tp} batch {b_} in {i_}: {measured:.2f} ms"
-        factors[op].append((b_ == batch and i_ == input_len, measured / roof, where))
+        here = b_ == batch and i_ == input_len
+        factors[op].append((here, measured / roof, where, tp, roof, measured, layers))
     scales: dict[str, float] = {}
+    fixed: dict[str, float] = {}
     notes: list[str] = []
     for op, found in factors.items():
         if not found:
             continue
         same = [f for f in found if f[0]] or found
+        fit = _fit_two_terms([(f[4], f[5], f[6]) for f in same])
+        if len({f[3] for f in same}) > 1 and fit is not None:
+            scales[op], fixed[op] = fit
+            tps = ",".join(str(t) for t in sorted({f[3] for f in same}))
+            notes.append(
+                f"{op} x{fit[0]:.2f} + {fit[1] * 1e3:.1f} us/layer (fitted over tp={tps}, "
+                f"{len(same)} rows)"
+            )
+            continue
         values = sorted(f[1] for f in same)
         scales[op] = values[len(values) // 2]
         notes.append(f"{op} x{scales[op]:.2f} ({same[len(same) // 2][2]})")
@@ -269,8 +293,28 @@ def calibrate(
         compute.gpu,
         decode_scale=scales.get("decode", compute.decode_scale),
         prefill_scale=scales.get("prefill", compute.prefill_scale),
-        source="roofline calibrated on a tokens run: " + "; ".join(notes),
+        source="roofline calibrated on tokens runs: " + "; ".join(notes),
+        decode_layer_ms=fixed.get("decode", compute.decode_layer_ms),
+        prefill_layer_ms=fixed.get("prefill", compute.prefill_layer_ms),
     )
+
+
+def _fit_two_terms(points: list[tuple[float, float, int]]) -> tuple[float, float] | None:
+    """Least squares of measured = a x roofline + b x layers over (roofline, measured,
+    layers) points; None unless a > 0 and b >= 0 (then the plain factor is used)."""
+    sxx = sum(r * r for r, _, _ in points)
+    sxl = sum(r * n for r, _, n in points)
+    sll = sum(n * n for _, _, n in points)
+    sxy = sum(r * m for r, m, _ in points)
+    sly = sum(n * m for _, m, n in points)
+    det = sxx * sll - sxl * sxl
+    if abs(det) < 1e-12 * max(sxx * sll, 1e-30):
+        return None
+    a = (sxy * sll - sly * sxl) / det
+    b = (sxx * sly - sxl * sxy) / det
+    if a <= 0 or b < 0:
+        return None
+    return a, b
 
 
 # -- collective times ------------------------------------------------------------------

@@ -494,6 +494,10 @@ class Runner:
         out["prefill_calls_seen"] = _summarize_log(self.comm.log)
         self.comm.log = None
         out["prefill_s"] = self.time_prefill(ids, chunks, first_tokens)
+        if cfg.get("profile"):
+            self.profile(
+                f"prefill-b{batch}-i{input_len}", lambda: self.prefill(ids, chunks, first_tokens)
+            )
         if cfg.comm_off and self.tp > 1:
             self.comm.enabled = False
             out["prefill_off_s"] = self.time_prefill(ids, chunks, first_tokens)
@@ -532,6 +536,20 @@ class Runner:
             torch.cuda.synchronize()
             torch.cuda.empty_cache()
         return out
+
+    def profile(self, label: str, fn: Callable[[], Any]) -> None:
+        """One more run of ``fn`` under torch.profiler (CPU and CUDA), written as a Chrome
+        trace per rank into the run directory: where a step's time goes, rank by rank."""
+        torch = self.torch
+        acts = [torch.profiler.ProfilerActivity.CPU]
+        if self.cuda:
+            acts.append(torch.profiler.ProfilerActivity.CUDA)
+        self._barrier()
+        with torch.profiler.profile(activities=acts) as prof:
+            fn()
+            if self.cuda:
+                torch.cuda.synchronize()
+        prof.export_chrome_trace(str(self.ctx.run_dir / f"trace-{label}-rank{self.ctx.rank}.json"))
 
     # -- rows --------------------------------------------------------------------------
     def rows(self, input_len: int, output_len: int, batch: int, res: dict[str, Any]) -> list[Row]:

@@ -193,6 +193,38 @@ def test_calibration_on_a_tokens_run() -> None:
     assert A.calibrate(A.Compute(H200), shape, rows[1:], 8, 512, 2).source == "roofline"
 
 
+def test_calibration_across_tp_degrees_finds_the_part_that_does_not_split() -> None:
+    shape = model("llama3-8b")
+    base = A.Compute(H200)
+    a, b_ms = 1.15, 0.040  # 15 % above the roofline, plus 40 us per layer
+    rows = []
+    for tp in (1, 2):
+        roof = base.decode_ms(shape, tp, 1, 0, 1, 1088, 2)
+        rows.append(
+            {"kind": "tokens", "op": "decode", "model": "llama3-8b", "tp": tp, "pp": 1,
+             "batch": 1, "input_len": 1024, "output_len": 64, "layers": 32, "run_id": f"t{tp}",
+             "time_us": 1e3 * (a * roof + 32 * b_ms),
+             "extra": {"compute_only_ms": None if tp == 1 else a * roof + 32 * b_ms}}
+        )  # fmt: skip
+    c = A.calibrate(base, shape, rows, 1, 1024, 2)
+    assert c.decode_scale == pytest.approx(a) and c.decode_layer_ms == pytest.approx(b_ms)
+    assert "40.0 us/layer (fitted over tp=1,2" in c.source
+    # a stage of half the layers pays half the fixed time (PP=2)
+    full = c.decode_ms(shape, 1, 1, 0, 1, 1088, 2)
+    half = c.decode_ms(shape, 1, 2, 0, 1, 1088, 2)
+    assert full - half == pytest.approx(
+        a
+        * (base.decode_ms(shape, 1, 1, 0, 1, 1088, 2) - base.decode_ms(shape, 1, 2, 0, 1, 1088, 2))
+        + 16 * b_ms
+    )
+    # one TP degree only: the plain factor, no fixed term
+    one = A.calibrate(base, shape, rows[1:], 1, 1024, 2)
+    assert one.decode_layer_ms == 0.0 and one.decode_scale > a
+    # a fit that needs a negative fixed time is refused: the plain factor again
+    rows[0]["time_us"] *= 0.5
+    assert A.calibrate(base, shape, rows, 1, 1024, 2).decode_layer_ms == 0.0
+
+
 # -- interpolation over the measured H200 curves -------------------------------------------
 
 
