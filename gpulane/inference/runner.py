@@ -322,17 +322,54 @@ class Runner:
         self._settle_sends()
         return torch.cat(logits_out) if logits_out else None
 
+    @property
+    def prefill_graph(self) -> bool:
+        """Whether prefills are timed as CUDA-graph replays: on GPUs, without pipeline
+        stages (their sends and receives stay eager), unless prefill_graph=false."""
+        return self.graph and self.pp == 1 and bool(self.cfg.get("prefill_graph", True))
+
     def time_prefill(self, ids: Any, chunks: list[slice], first_tokens: Any) -> list[float]:
         cfg = self.cfg
+        run: Callable[[], Any] = lambda: self.prefill(ids, chunks, first_tokens)  # noqa: E731
         for _ in range(int(cfg.warmup)):
-            self.prefill(ids, chunks, first_tokens)
+            run()
+        graph = None
+        if self.prefill_graph:
+            # Eager prefills of one sequence can be host-bound: each tensor-parallel
+            # all-reduce costs the host ~50 us, more than a short layer's kernels; a
+            # compiled engine issues the prefill without those per-call costs.
+            self.torch.cuda.empty_cache()  # the graph's pool must not sit beside eager's
+            graph = self._capture(run)
+            run = graph.replay
         self._barrier()
         timer = Timer(self.torch, self.cuda)
         for _ in range(max(1, int(cfg.iters))):
             timer.mark()
-            self.prefill(ids, chunks, first_tokens)
+            run()
             timer.mark()
-        return timer.intervals_s()[::2]
+        times = timer.intervals_s()[::2]
+        if graph is not None:
+            del graph, run
+            self.torch.cuda.synchronize()
+            self.torch.cuda.empty_cache()
+        return times
+
+    def _capture(self, fn: Callable[[], Any], pool: Any = None, warm: int = 1) -> Any:
+        """fn captured in a CUDA graph, after ``warm`` runs on a side stream (as capture
+        wants: allocator, cuBLAS and NCCL set up outside the capture)."""
+        torch = self.torch
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(warm):
+                fn()
+        torch.cuda.current_stream().wait_stream(side)
+        torch.cuda.synchronize()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g, pool=pool):
+            fn()
+        torch.cuda.synchronize()
+        return g
 
     def _barrier(self) -> None:
         if self.cuda:
@@ -416,24 +453,8 @@ class Runner:
         if not self.graph:
             return fns
         pool = torch.cuda.graph_pool_handle()
-        replays = []
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for fn in fns:
-                for _ in range(2):
-                    fn()
-        torch.cuda.current_stream().wait_stream(side)
-        torch.cuda.synchronize()
-        self.graphs = []
-        for fn in fns:
-            g = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(g, pool=pool):
-                fn()
-            self.graphs.append(g)
-            replays.append(g.replay)
-        torch.cuda.synchronize()
-        return replays
+        self.graphs = [self._capture(fn, pool, warm=2) for fn in fns]
+        return [g.replay for g in self.graphs]
 
     def decode(
         self, states: list[dict[str, Any]], steps: list[Callable[[], None]], n_steps: int
@@ -624,7 +645,7 @@ class Runner:
         prefill = Row(
             **common,
             op="prefill",
-            graph=False,
+            graph=self.prefill_graph,
             iters=len(pre),
             time_us=ttft * 1e6,
             time_us_p50=percentile(pre, 0.5) * 1e6,
