@@ -2,7 +2,7 @@
 against compute kernels, the host's time in the collective calls, and how far apart the
 ranks entered each collective.
 
-    python benchmarks/inference/trace_timeline.py RUN_DIR/trace-prefill-*-rank*.json
+    python benchmarks/inference/trace_timeline.py RUN_DIR/trace-prefill-*-rank*.json[.gz]
 
 Reads the Chrome traces that `gpulane tokens profile=true` writes (torch.profiler, CPU and
 CUDA). Prints one JSON object per rank, then the skew between ranks.
@@ -10,6 +10,7 @@ CUDA). Prints one JSON object per rank, then the skew between ranks.
 
 from __future__ import annotations
 
+import gzip
 import json
 import statistics
 import sys
@@ -28,7 +29,8 @@ def union_us(intervals: list[tuple[float, float]]) -> float:
 
 
 def summary(path: Path) -> dict[str, Any]:
-    events = json.loads(path.read_text())["traceEvents"]
+    raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+    events = json.loads(raw)["traceEvents"]
     kernels = [e for e in events if e.get("cat") == "kernel" and e.get("ph") == "X"]
     nccl = [e for e in kernels if "nccl" in e["name"].lower()]
     compute = [e for e in kernels if "nccl" not in e["name"].lower()]
