@@ -117,6 +117,7 @@ def main(argv: list[str] | None = None) -> int:
           "decode tok/s pred | meas | err | collectives used |")  # fmt: skip
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     errors: list[float] = []
+    fits: dict[str, None] = {}
     for build in args.builds.split(","):
         rows = [r for r in coll if r.get("build") == build]
         if not rows:
@@ -128,6 +129,7 @@ def main(argv: list[str] | None = None) -> int:
                 compute = A.Compute(gpu)
                 if calib_rows:
                     compute = A.calibrate(compute, shape, calib_rows, batch, input_len, dbytes)
+                fits[f"batch {batch} input {input_len}: {compute.source}"] = None
                 wl = A.Workload(batch, input_len, args.output_len, dbytes)
                 for tp, pp in ((2, 1), (1, 2)):
                     p = A.predict(shape, tp, pp, wl, comms, compute, A.place(topo, 2, tp, pp),
@@ -148,6 +150,8 @@ def main(argv: list[str] | None = None) -> int:
                           + " | ".join(cells) + f" | {used} |")  # fmt: skip
     print()
     print(f"# compute: {'calibrated on ' + ' '.join(args.calibrate) if calib_rows else 'roofline'}")
+    for fit in fits:
+        print(f"#   {fit}")
     if not tokens:
         print("# measured: no `gpulane tokens` rows under "
               + ", ".join(args.tokens) + "; the measured columns are empty")  # fmt: skip
