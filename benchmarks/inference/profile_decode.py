@@ -34,23 +34,9 @@ CONF = Path(__file__).resolve().parents[2] / "gpulane" / "conf" / "model"
 
 
 def copy_gbps(device: torch.device) -> float:
-    n = 2 << 30
-    a = torch.empty(n, dtype=torch.uint8, device=device)
-    b = torch.empty_like(a)
-    for _ in range(3):
-        b.copy_(a)
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(10):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        b.copy_(a)
-        e.record()
-        torch.cuda.synchronize()
-        times.append(s.elapsed_time(e) / 1e3)
-    del a, b
-    torch.cuda.empty_cache()
-    return 2 * n / sorted(times)[len(times) // 2] / 1e9
+    from copy_bw import measure  # beside this script
+
+    return float(measure(device, iters=10)["copy_gbps_read_plus_write_median"])  # type: ignore[arg-type]
 
 
 def graph_ms(fn: Any, steps: int) -> float:
