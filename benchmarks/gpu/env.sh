@@ -10,3 +10,13 @@ if [ -d .whl ] && [ ! -d /tmp/site/hydra ]; then
 fi
 export PYTHONPATH="$PWD:/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
 export PATH="$PWD/benchmarks/gpu/bin:$PATH"
+
+# For scripts that set $out: a logged step whose output goes to $out/NAME.txt.
+log() { echo "=== $*" | tee -a "$out/steps.log"; }
+step() {  # step NAME TIMEOUT CMD...: run, keep output, go on after a failure
+  local name=$1 limit=$2; shift 2
+  log "$name: $*"
+  local t0=$SECONDS
+  timeout "$limit" "$@" >"$out/$name.txt" 2>&1
+  echo "=== $name: exit $? in $((SECONDS - t0)) s" | tee -a "$out/steps.log"
+}

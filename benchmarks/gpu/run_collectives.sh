@@ -12,14 +12,6 @@ part=${2:-all}
 mkdir -p "$out"
 source benchmarks/gpu/env.sh
 runs="$out/runs"
-log() { echo "=== $*" | tee -a "$out/steps.log"; }
-step() {  # step NAME TIMEOUT CMD...: run, keep output, go on after a failure
-  local name=$1 limit=$2; shift 2
-  log "$name: $*"
-  local t0=$SECONDS
-  timeout "$limit" "$@" >"$out/$name.txt" 2>&1
-  echo "=== $name: exit $? in $((SECONDS - t0)) s" | tee -a "$out/steps.log"
-}
 common=(results_dir="$runs" progress=false warmup=5 iters=20)
 big=(sizes.min=8 sizes.max=8G)
 lat=(sizes.min=8 sizes.max=64M)

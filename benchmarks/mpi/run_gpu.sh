@@ -9,14 +9,6 @@ out=${1:?OUTDIR}
 mkdir -p "$out"
 source benchmarks/gpu/env.sh
 runs="$out/runs"
-log() { echo "=== $*" | tee -a "$out/steps.log"; }
-step() {  # step NAME TIMEOUT CMD...: run, keep output, go on after a failure
-  local name=$1 limit=$2; shift 2
-  log "$name: $*"
-  local t0=$SECONDS
-  timeout "$limit" "$@" >"$out/$name.txt" 2>&1
-  echo "=== $name: exit $? in $((SECONDS - t0)) s" | tee -a "$out/steps.log"
-}
 
 # What MPI this is, and whether it takes device buffers.
 {

@@ -488,45 +488,37 @@ def _threshold_rule(
                     amount,
                     ("at least " if is_min else "at most ") + _fmt(amount, unit),
                 )
-            elif basis == "expected":
-                line_rate, src = expected_gbps(recs[0], topology)
-                if line_rate is None:
-                    c = Check(
-                        rule_id,
-                        SKIP,
-                        basis,
-                        subject,
-                        f"{fig}: expected bandwidth unknown ({src})",
-                        figure=fig,
-                        value=value,
-                        unit=unit,
-                    )
-                    worst.setdefault(subject, c)
-                    continue
-                threshold = amount * line_rate
-                how = f"{amount:g} x {_fmt(line_rate, 'GB/s')} ({src})"
             else:
-                assert base_index is not None
-                ref = base_index.get((key, subject))
-                if ref is None and multi_build:
-                    ref = base_index.get((key, subject.split("/", 1)[1]))
+                if basis == "expected":
+                    ref, src = expected_gbps(recs[0], topology)
+                    missing = f"expected bandwidth unknown ({src})"
+                    of = f"{_fmt(ref, 'GB/s')} ({src})"
+                else:
+                    assert base_index is not None
+                    ref = base_index.get((key, subject))
+                    if ref is None and multi_build:
+                        ref = base_index.get((key, subject.split("/", 1)[1]))
+                    if ref is None:
+                        ref = base_index.get((key, "*"))
+                    missing = "not in the baseline"
+                    of = f"baseline {_fmt(ref, unit)}"
                 if ref is None:
-                    ref = base_index.get((key, "*"))
-                if ref is None:
-                    c = Check(
-                        rule_id,
-                        SKIP,
-                        basis,
+                    worst.setdefault(
                         subject,
-                        f"{fig}: not in the baseline",
-                        figure=fig,
-                        value=value,
-                        unit=unit,
+                        Check(
+                            rule_id,
+                            SKIP,
+                            basis,
+                            subject,
+                            f"{fig}: {missing}",
+                            figure=fig,
+                            value=value,
+                            unit=unit,
+                        ),
                     )
-                    worst.setdefault(subject, c)
                     continue
                 threshold = amount * ref
-                how = f"{amount:g} x baseline {_fmt(ref, unit)}"
+                how = f"{amount:g} x {of}"
             margin = (value - threshold) / threshold if threshold else 0.0
             ok = value >= threshold if is_min else value <= threshold
             if not is_min:

@@ -60,6 +60,7 @@ class Backend(ABC):
     rank: int
     world_size: int
     on_device: bool  # buffers in GPU memory, timed with device events
+    arenas: Any = None  # blocks for the whole run, set by reserve() (nccl_memory.NcclArenas)
 
     @abstractmethod
     def empty(self, n: int, dtype: str) -> Array:
@@ -109,7 +110,10 @@ class Backend(ABC):
         once for all of them (as nccl-tests does)."""
 
     def empty_for(self, role: str, n: int, dtype: str) -> Array:
-        """The array of one role (SEND or RECV; in place, the whole buffer is RECV)."""
+        """The array of one role (SEND or RECV; in place, the whole buffer is RECV): a
+        view of the blocks ``reserve`` allocated, if it did, else a new one."""
+        if self.arenas is not None:
+            return self.arenas.view(role, n, dtype)
         return self.empty(n, dtype)
 
     def allocate(self, point: Point, in_place: bool) -> Buffers:

@@ -82,11 +82,6 @@ class NcclBackend(Backend):
             comm = self._handle if self.register else None
             self.arenas = ncclmem_arenas(self.torch, self.device, points, self.rank, comm)
 
-    def empty_for(self, role: str, n: int, dtype: str) -> Array:
-        if self.arenas is None:
-            return self.empty(n, dtype)
-        return self.arenas.view(role, n, dtype)
-
     def row_extra(self) -> dict[str, object]:
         return {"memory": self.memory, "registered": self.register}
 

@@ -140,11 +140,6 @@ class TorchBackend(Backend):
         if self.memory == "nccl" and points:
             self.arenas = ncclmem_arenas(self.torch, self.device, points, self.rank)
 
-    def empty_for(self, role: str, n: int, dtype: str) -> Array:
-        if self.arenas is None:
-            return self.empty(n, dtype)
-        return self.arenas.view(role, n, dtype)
-
     def row_extra(self) -> dict[str, object]:
         return {"memory": self.memory} if self.on_device else {}
 

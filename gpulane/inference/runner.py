@@ -632,13 +632,7 @@ class Runner:
             "prefill_chunks": res["prefill_chunks"],
             "comm_seen_rank0": res.get("prefill_calls_seen"),
         }
-        share = None
-        if "prefill_off_s" in res:
-            off = statistics.fmean(res["prefill_off_s"])
-            share = max(0.0, 1.0 - off / ttft)
-            pre_extra["compute_only_ms"] = off * 1e3
-        elif self.tp == 1:
-            share = 0.0
+        share = self._comm_share(res.get("prefill_off_s"), ttft, pre_extra)
         if scale is not None:
             pre_extra["ttft_ms_scaled"] = ttft * 1e3 * scale
             pre_extra["tokens_per_s_scaled"] = batch * input_len / (ttft * scale)
@@ -665,13 +659,7 @@ class Runner:
             "tokens_per_s_per_seq": 1.0 / mean,
             "steps": len(dec),
         }
-        share = None
-        if "decode_off_s" in res:
-            off = statistics.fmean(res["decode_off_s"])
-            share = max(0.0, 1.0 - off / mean)
-            dec_extra["compute_only_ms"] = off * 1e3
-        elif self.tp == 1:
-            share = 0.0
+        share = self._comm_share(res.get("decode_off_s"), mean, dec_extra)
         if scale is not None:
             dec_extra["itl_ms_scaled"] = mean * 1e3 * scale
             dec_extra["tokens_per_s_scaled"] = batch / (mean * scale)
@@ -691,6 +679,17 @@ class Runner:
             extra=dec_extra,
         )
         return [prefill, decode]
+
+    def _comm_share(
+        self, off_s: list[float] | None, mean_s: float, extra: dict[str, Any]
+    ) -> float | None:
+        """1 - (time with no-op collectives) / time, noting the compute-only time in
+        ``extra``; 0 at tp=1 (nothing to share), None when not measured."""
+        if off_s:
+            off = statistics.fmean(off_s)
+            extra["compute_only_ms"] = off * 1e3
+            return max(0.0, 1.0 - off / mean_s)
+        return 0.0 if self.tp == 1 else None
 
     def versions(self) -> dict[str, str]:
         torch = self.torch

@@ -12,7 +12,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -27,6 +26,7 @@ from gpulane.launch.context import (
     silent_ranks,
 )
 from gpulane.launch.env import free_port
+from gpulane.launch.worker import command as worker_command
 
 POLL_S = 0.1
 
@@ -100,15 +100,7 @@ def launch_local(
         fh = open(log_path(run_dir, rank), "wb")  # noqa: SIM115 - closed below
         logs.append(fh)
         procs[rank] = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "gpulane.launch.worker",
-                "--job",
-                job,
-                "--run-dir",
-                str(run_dir),
-            ],
+            worker_command(job, run_dir),
             env=rank_env,
             stdout=fh,
             stderr=subprocess.STDOUT,

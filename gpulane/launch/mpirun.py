@@ -27,6 +27,7 @@ from gpulane.errors import InputError, MissingComponent, RunFailed
 from gpulane.launch.context import LOG_DIR, read_heartbeats
 from gpulane.launch.env import free_port
 from gpulane.launch.local import POLL_S, LaunchResult, describe_exit, find_stall, log_path, tail
+from gpulane.launch.worker import command as worker_command
 
 MPIRUN_LOG = "mpirun.log"
 # Variables that say "you are rank N" to gpulane: a launcher's own must not leak into the ranks.
@@ -400,15 +401,7 @@ def run_mpirun(cfg: Any, run: Any, env: dict[str, str], job: str) -> int:
 
     log_dir = run.path / LOG_DIR
     log_dir.mkdir(parents=True, exist_ok=True)
-    worker = [
-        sys.executable,
-        "-m",
-        "gpulane.launch.worker",
-        "--job",
-        job,
-        "--run-dir",
-        str(run.path),
-    ]
+    worker = worker_command(job, run.path)
     cmd = build_command(
         exe,
         flavor,

@@ -22,6 +22,11 @@ from gpulane.launch.env import discover
 CONFIG_FILE = "config.yaml"
 
 
+def command(job: str, run_dir: str | Path) -> list[str]:
+    """The command line that starts one rank of ``job`` (any launcher runs this)."""
+    return [sys.executable, "-m", "gpulane.launch.worker", "--job", job, "--run-dir", str(run_dir)]
+
+
 def load_job(target: str) -> Callable[[Any, RankContext], None]:
     module, func = target.split(":")
     return getattr(importlib.import_module(module), func)  # type: ignore[no-any-return]

@@ -114,6 +114,20 @@ def test_baseline_fraction() -> None:
     assert not any("all_gather" in (x.figure or "") for x in v.failed)
 
 
+def test_figures_without_a_reference_are_skipped_with_the_reason() -> None:
+    base = frame_from_rows(
+        nccl_rows("h200x2/nccl-tests-all_reduce.txt", build="nvlink", run_id="r0")
+    )
+    v = evaluate(nvlink_frame(), rule_set(), h200_topology(), baseline=base)
+    skipped = lines(v, "copy_vs_baseline", SKIP)
+    assert skipped and skipped[0].message == "h2d pinned 256 MiB: not in the baseline"
+    assert not lines(v, "copy_vs_baseline", FAIL)
+    v = evaluate(nvlink_frame(), rule_set(), None)
+    assert lines(v, "pinned_h2d", SKIP)[0].message == (
+        "h2d pinned 256 MiB: expected bandwidth unknown (no PCIe link of GPU0 in the topology)"
+    )
+
+
 def test_outlier_named_even_when_it_passes_the_absolute_rule() -> None:
     rows = copy_rows(build="b", run_id="r", gpus=8, gbps={"GPU3": 47.0})
     spec = rule_set("default", "rules.checks.pinned_h2d.min_fraction_of_expected=0.7")
