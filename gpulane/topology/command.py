@@ -15,6 +15,7 @@ import json
 import sys
 
 from gpulane.errors import InputError
+from gpulane.textio import clean_lines, guess_kind, read_text
 from gpulane.topology.build import Inputs, build
 from gpulane.topology.lspci import parse_lspci_tree, parse_lspci_verbose
 from gpulane.topology.model import Topology
@@ -22,7 +23,6 @@ from gpulane.topology.nvlink import parse_nvlink_status
 from gpulane.topology.p2p import MODES, mode_from_filename, mode_name, parse_p2p
 from gpulane.topology.smi_query import parse_smi_query
 from gpulane.topology.sysfs import parse_sysfs_listing
-from gpulane.topology.textio import clean_lines, guess_kind, read_text
 from gpulane.topology.topo_matrix import parse_topo_matrix
 
 

@@ -11,8 +11,8 @@ import re
 from dataclasses import dataclass, field
 
 from gpulane.errors import ParseError
+from gpulane.textio import clean_lines, first_content_line, guess_kind, wrong_kind
 from gpulane.topology.model import PcieLink, normalize_bus_id
-from gpulane.topology.textio import clean_lines, first_content_line, guess_kind, wrong_kind
 from gpulane.units import pcie_gen_from_gts
 
 _DEVICE_RE = re.compile(

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 
 from gpulane.errors import ParseError
-from gpulane.topology.textio import clean_lines, first_content_line, guess_kind
+from gpulane.textio import clean_lines, first_content_line, guess_kind
 
 WHAT = "nvidia-smi nvlink -s"
 _GPU_RE = re.compile(r"^GPU (\d{1,4}): (.*?)(?: \(UUID: [^)]*\))?$")

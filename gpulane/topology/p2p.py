@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpulane.errors import ParseError
+from gpulane.textio import clean_lines, first_content_line, wrong_kind
 from gpulane.topology import paths
-from gpulane.topology.textio import clean_lines, first_content_line, wrong_kind
 
 WHAT = "nvidia-smi topo -p2p"
 MODES = {"r": "read", "w": "write", "n": "nvlink", "a": "atomics", "p": "pcie"}

@@ -10,8 +10,8 @@ import re
 from dataclasses import dataclass, field
 
 from gpulane.errors import ParseError
+from gpulane.textio import clean_lines, first_content_line, guess_kind
 from gpulane.topology.model import PcieLink, normalize_bus_id
-from gpulane.topology.textio import clean_lines, first_content_line, guess_kind
 
 WHAT = "nvidia-smi -q"
 _GPU_HEADER = re.compile(r"^GPU ([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])$")

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpulane.errors import ParseError
+from gpulane.textio import clean_lines, first_content_line, guess_kind
 from gpulane.topology.model import PcieLink, normalize_bus_id
-from gpulane.topology.textio import clean_lines, first_content_line, guess_kind
 from gpulane.units import pcie_gen_from_gts
 
 _BDF_DIR = re.compile(r"^[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")

@@ -14,8 +14,8 @@ import re
 from dataclasses import dataclass, field
 
 from gpulane.errors import ParseError
+from gpulane.textio import clean_lines, first_content_line, wrong_kind
 from gpulane.topology import paths
-from gpulane.topology.textio import clean_lines, first_content_line, wrong_kind
 
 WHAT = "nvidia-smi topo -m"
 _EXTRA_COLUMNS = (("CPU", "Affinity"), ("NUMA", "Affinity"), ("GPU", "NUMA", "ID"))
