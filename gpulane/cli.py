@@ -6,28 +6,34 @@ missing optional dependency only affects the command that needs it.
 
 from __future__ import annotations
 
+import contextlib
+import difflib
+import errno
 import importlib
+import os
+import signal
 import sys
 from collections.abc import Callable, Sequence
 
 from gpulane import __version__
-from gpulane.errors import GpulaneError
+from gpulane.errors import GpulaneError, RunFailed, print_error
 
 # name -> ("module:function", one-line help). Each function takes argv (after the
 # subcommand) and returns an exit status.
 COMMANDS: dict[str, tuple[str, str]] = {
-    "sweep": ("gpulane.collectives.command:main", "collective sweep (Hydra overrides)"),
-    "copy": ("gpulane.transfers.command:main", "host<->device and peer copy bandwidth"),
-    "tokens": ("gpulane.inference.command:main", "TP/PP decode and prefill token rates"),
+    "sweep": ("gpulane.commands.sweep:main", "collective sweep (Hydra overrides)"),
+    "copy": ("gpulane.commands.copy:main", "host<->device and peer copy bandwidth"),
+    "tokens": ("gpulane.commands.tokens:main", "TP/PP decode and prefill token rates"),
     "advise": ("gpulane.analysis.advise_command:main", "TP vs PP recommendation"),
     "topo": ("gpulane.topology.command:main", "GPU/NIC topology, path labels, PCIe links"),
     "parse": ("gpulane.parse_command:main", "import nccl-tests, bandwidthTest, vLLM output"),
-    "results": ("gpulane.analysis.results_command:main", "list and filter stored rows"),
-    "compare": ("gpulane.analysis.compare_command:main", "compare builds or runs side by side"),
+    "results": ("gpulane.commands.results:main", "list and filter stored rows"),
+    "compare": ("gpulane.commands.compare:main", "compare builds or runs side by side"),
     "accept": ("gpulane.analysis.accept_command:main", "acceptance run checked against rules"),
-    "report": ("gpulane.analysis.report_command:main", "HTML report of a run"),
-    "join": ("gpulane.analysis.join_command:main", "token rates beside collective rows"),
-    "trace": ("gpulane.analysis.trace_command:main", "copy bandwidth from profiler traces"),
+    "report": ("gpulane.commands.report:main", "HTML report of a run"),
+    "join": ("gpulane.commands.join:main", "token rates beside collective rows"),
+    "trace": ("gpulane.commands.trace:main", "copy bandwidth from profiler traces"),
+    "collect": ("gpulane.commands.collect:main", "finish a detached Slurm run (wait=false)"),
 }
 
 DEFAULT_COMMAND = "sweep"
@@ -56,14 +62,32 @@ def _load(target: str) -> Callable[[list[str]], int]:
     return getattr(importlib.import_module(module), func)  # type: ignore[no-any-return]
 
 
-def report_error(err: BaseException) -> None:
-    """One line on stderr, no traceback."""
-    sys.stderr.write(f"gpulane: error: {err}\n")
-    sys.stderr.flush()
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so that Python's own flush at exit cannot fail again."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        code = _dispatch(list(sys.argv[1:] if argv is None else argv))
+        sys.stdout.flush()
+        return code
+    except BrokenPipeError:
+        # The reader went away (`| head`): like any tool killed by SIGPIPE, say nothing.
+        _silence_stdout()
+        return 128 + signal.SIGPIPE
+    except OSError as err:
+        if err.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EFBIG):
+            raise
+        # stdout on a full device: the rows are on disk already (or their own error said so).
+        _silence_stdout()
+        print_error(f"cannot write the output: {err.strerror}")
+        return RunFailed.exit_code
+
+
+def _dispatch(args: list[str]) -> int:
     if args and args[0] in ("-h", "--help", "help"):
         print(_usage())
         return 0
@@ -75,15 +99,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     elif not args or "=" in args[0] or args[0].startswith("-"):
         name, rest = DEFAULT_COMMAND, args
     else:
-        report_error(GpulaneError(f"unknown command {args[0]!r}; commands: {', '.join(COMMANDS)}"))
+        close = difflib.get_close_matches(args[0], list(COMMANDS), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        print_error(f"unknown command {args[0]!r}{hint} (commands: {', '.join(COMMANDS)})")
         return 2
     try:
         return int(_load(COMMANDS[name][0])(rest) or 0)
     except GpulaneError as err:
-        report_error(err)
+        print_error(err)
         return err.exit_code
     except KeyboardInterrupt:
-        sys.stderr.write("gpulane: interrupted\n")
+        print_error("interrupted")
         return 130
 
 

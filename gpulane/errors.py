@@ -44,3 +44,27 @@ class MissingComponent(GpulaneError):
     """A component that is not installed or not reachable (NCCL, MPI, a GPU, nccl-tests)."""
 
     exit_code = 2
+
+
+def print_error(message: object) -> None:
+    """The one way gpulane tells a user something went wrong: one line on stderr, no
+    traceback. A message of several lines (a stderr tail) keeps its first line here."""
+    import sys
+
+    text = str(message).strip() or type(message).__name__
+    _write(sys.stderr, f"gpulane: error: {text}\n")
+
+
+def print_warning(message: object) -> None:
+    import sys
+
+    _write(sys.stderr, f"gpulane: warning: {str(message).strip()}\n")
+
+
+def _write(stream: object, text: str) -> None:
+    # stderr itself may be gone (a closed pipe) or full: the exit status still says it.
+    try:
+        stream.write(text)  # type: ignore[attr-defined]
+        stream.flush()  # type: ignore[attr-defined]
+    except (OSError, ValueError):
+        pass

@@ -49,3 +49,26 @@ SLOW_SWEEP = [
     "iters=100",
     "progress=false",
 ]
+
+
+def run_slurm(cfg: Any, run: Any, env: dict[str, str], job: str) -> int:
+    """What `gpulane sweep launcher=slurm` does, with a test's own job on the ranks: a
+    campaign for launcher.pattern, a queued combination while packing, else one job."""
+    from gpulane.campaigns.run import run_campaign
+    from gpulane.launch.slurm.settings import settings
+    from gpulane.session import packing
+    from gpulane.session.sweep import run_slurm as one_job
+
+    s = settings(cfg)
+    if s.pattern != "allocation":
+        return run_campaign(cfg, s, group=run, job=job)
+    if s.pack and packing.packing():
+        return packing.queue_packed(cfg, s, run, job)
+    return one_job(cfg, run, env, job)
+
+
+def run_mpirun(cfg: Any, run: Any, env: dict[str, str], job: str) -> int:
+    """A test's own job on `cfg.world_size` ranks under mpirun, shown as a sweep."""
+    from gpulane.session.sweep import launch_job
+
+    return launch_job(cfg, run, env, job, int(cfg.world_size), str(cfg.get("device") or "cpu"))

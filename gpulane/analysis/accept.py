@@ -36,7 +36,7 @@ from gpulane.analysis.store import (
 )
 from gpulane.errors import InputError, RunFailed
 from gpulane.record import ROWS_JSONL, RowWriter, write_parquet
-from gpulane.runs import make_run_dir, run_env, save_config
+from gpulane.rundir import make_run_dir, run_env, save_config
 
 ACCEPT_JSON = "accept.json"
 JUNIT_XML = "junit.xml"

@@ -54,6 +54,6 @@ def to_overrides(argv: list[str]) -> list[str]:
 
 def main(argv: list[str]) -> int:
     from gpulane.analysis.accept import accept
-    from gpulane.hydra_app import run_hydra
+    from gpulane.commands.hydra_app import run_hydra
 
     return run_hydra("accept", accept, to_overrides(argv), "gpulane accept")

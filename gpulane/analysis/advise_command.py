@@ -29,7 +29,7 @@ ROWS_SUFFIXES = (".jsonl", ".parquet")
 
 
 def main(argv: list[str]) -> int:
-    from gpulane.hydra_app import comma_lists, run_hydra
+    from gpulane.commands.hydra_app import comma_lists, run_hydra
 
     return run_hydra("advise", advise, comma_lists(argv, LIST_KEYS), "gpulane advise")
 
@@ -154,7 +154,7 @@ def advise(cfg: DictConfig) -> int:
         if topo is not None and topo.gpus:
             gpus = len(topo.gpus)
         else:
-            from gpulane.collectives.command import local_gpus
+            from gpulane.session.world import local_gpus
 
             gpus = local_gpus()
             if not gpus:

@@ -40,7 +40,7 @@ def backend_options(run_dir: Path) -> dict[str, Any]:
     a rank started by any launcher can read)."""
     from omegaconf import OmegaConf
 
-    from gpulane.launch.worker import CONFIG_FILE
+    from gpulane.rundir import CONFIG_FILE
 
     path = Path(run_dir) / CONFIG_FILE
     if not path.exists():

@@ -40,7 +40,7 @@ from gpulane.collectives.backend import Backend, Buffers, backend_options
 from gpulane.collectives.pattern import Array
 from gpulane.collectives.spec import DTYPES, Point
 from gpulane.errors import GpulaneError, InputError, MissingComponent
-from gpulane.launch.context import RankContext
+from gpulane.rank import RankContext
 
 NAME = "mpi"
 REDUCING = {"all_reduce", "reduce_scatter", "reduce"}
@@ -308,8 +308,8 @@ class MpiBackend(Backend):
             self.np = numpy
             self.ops = ArrayModuleOps(numpy)
             self.on_device = False
-        if self.rank == 0 and self.note:
-            print(f"# mpi: {self.note}", flush=True)
+        if self.note:
+            ctx.note(f"# mpi: {self.note}")
 
     # -- setup ------------------------------------------------------------------------
     def _check_world(self, ctx: RankContext, mpi: Any, ranks: Any) -> None:

@@ -21,7 +21,7 @@ from gpulane.collectives.pattern import Array
 from gpulane.collectives.spec import DTYPES, Point
 from gpulane.collectives.torch_backend import TorchControl, TorchOps, init_method
 from gpulane.errors import MissingComponent
-from gpulane.launch.context import RankContext
+from gpulane.rank import RankContext
 
 UNSUPPORTED = {"gather", "scatter"}
 

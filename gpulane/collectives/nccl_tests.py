@@ -44,7 +44,8 @@ from gpulane.collectives.spec import collective
 from gpulane.collectives.table import SweepTable, print_run_header
 from gpulane.errors import InputError, MissingComponent, ParseError, RunFailed
 from gpulane.record import Row, RowWriter
-from gpulane.runs import RunDir, Terminated, sigterm_as_exception
+from gpulane.rundir import RunDir
+from gpulane.session.signals import Terminated, sigterm_as_exception
 
 HELP_TIMEOUT_S = 30.0
 KILL_GRACE_S = 5.0

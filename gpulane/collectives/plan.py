@@ -7,10 +7,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpulane.collectives.harness import Timing
-from gpulane.collectives.sizes import size_steps
 from gpulane.collectives.spec import COLLECTIVES, Point, collective, dtype, plan_point, redop
 from gpulane.errors import InputError
-from gpulane.units import format_size
+from gpulane.units import format_size, size_steps
 
 ALL = "all"
 DEFAULT_COLLECTIVES = (

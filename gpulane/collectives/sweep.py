@@ -13,8 +13,8 @@ from gpulane.collectives.harness import measure, summarize
 from gpulane.collectives.plan import build_plan, point_label
 from gpulane.collectives.spec import Point
 from gpulane.errors import InputError
-from gpulane.launch.context import RankContext
-from gpulane.launch.preflight import check_world, rank_facts
+from gpulane.preflight import check_world, rank_facts
+from gpulane.rank import RankContext
 from gpulane.record import Row, RowWriter
 
 # backend config name -> class implementing gpulane.collectives.backend.Backend
@@ -138,7 +138,10 @@ def allowance_s(point: Point, plan: Any, backend: Backend) -> float:
     return ops * point.size_bytes / floor_bps
 
 
-def _check_world(cfg: Any, ctx: RankContext, backend: Backend, versions: dict[str, str]) -> None:
+def _check_world(
+    cfg: Any, ctx: RankContext, backend: Backend, versions: dict[str, str]
+) -> list[dict[str, Any]]:
+    """Every rank's facts (on rank 0; empty elsewhere), after checking the world."""
     gpus = None
     if backend.on_device:
         import torch
@@ -157,6 +160,23 @@ def _check_world(cfg: Any, ctx: RankContext, backend: Backend, versions: dict[st
     problem = backend.control.broadcast(problem)
     if problem:
         raise InputError(problem)
+    return everyone or []
+
+
+def where_ranks_run(
+    cfg: Any, facts: list[dict[str, Any]], on_device: bool
+) -> tuple[list[str] | None, int, str | None]:
+    """(hosts, nodes, path label) of the world, as the ranks found it, whatever started
+    them: NET across hosts, else the worst label among this host's GPUs."""
+    hosts = sorted({str(f["host"]) for f in facts}) or None
+    nodes = len(hosts) if hosts else int(cfg.get("nodes") or 1)
+    if nodes > 1:
+        return hosts, nodes, "NET"
+    if cfg.get("path") or not on_device:
+        return hosts, nodes, cfg.get("path")
+    from gpulane.topology.live import worst_path_for_gpus
+
+    return hosts, nodes, worst_path_for_gpus(list(range(len(facts))))
 
 
 def run_rank(cfg: Any, ctx: RankContext, on_row: Callable[[Row], None] | None = None) -> None:
@@ -178,7 +198,10 @@ def _sweep(
     plan = build_plan(cfg, backend.on_device)
     points = [p for _, p in plan.points(ctx.world_size)]
     versions = {"gpulane": __version__, **backend.versions()}
-    _check_world(cfg, ctx, backend, versions)
+    facts = _check_world(cfg, ctx, backend, versions)
+    hosts, nodes, path = (
+        where_ranks_run(cfg, facts, backend.on_device) if facts else (None, 1, None)
+    )
     backend.reserve(points)
     preflight(backend, cfg, points)
     writer = RowWriter(ctx.run_dir) if ctx.is_leader else None
@@ -189,6 +212,12 @@ def _sweep(
     index = 0
     for point in points:
         runnable = [ip for ip in plan.placements if backend.supports(point, ip) is None]
+        # Why a placement asked for is not measured: the table's n/a footnote.
+        not_measured = {
+            ("in-place" if ip else "out-of-place"): str(backend.supports(point, ip))
+            for ip in plan.placements
+            if ip not in runnable
+        }
         for in_place in runnable:
             if point_key(point.op, point.dtype, point.requested_bytes, in_place) in done:
                 continue
@@ -210,7 +239,7 @@ def _sweep(
                 op=point.op,
                 build=str(cfg.build),
                 host=ctx.host,
-                nodes=int(cfg.get("nodes") or 1),
+                nodes=nodes,
                 world_size=ctx.world_size,
                 dtype=point.dtype,
                 redop=point.redop,
@@ -226,15 +255,16 @@ def _sweep(
                 algbw_gbps=s.algbw_gbps,
                 busbw_gbps=s.busbw_gbps,
                 wrong=s.wrong,
-                path=cfg.get("path"),
+                path=path,
                 source="measured",
                 env=env,
                 versions=versions,
                 extra={
                     "requested_bytes": point.requested_bytes,
                     "placements": len(runnable),
+                    "not_measured": not_measured or None,
                     "launcher": ctx.info.launcher,
-                    "hosts": list(cfg.hosts) if cfg.get("hosts") is not None else None,
+                    "hosts": hosts,
                     **backend.row_extra(),
                 },
                 status="ok" if wrong == 0 else "error",

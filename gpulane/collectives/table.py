@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -151,3 +152,75 @@ class RowTail:
                 except json.JSONDecodeError:
                     continue
         return out
+
+
+class SweepView:
+    """The session's view of a sweep: one nccl-tests table line per (collective, dtype,
+    size) once its placements are in, a header per collective, the average bus bandwidth
+    and a footnote for every `n/a` at the end."""
+
+    def __init__(self, total_lines: int, placements: int) -> None:
+        self.total: int | None = total_lines
+        self.placements = placements
+        self.pending: dict[tuple[str, str, int], dict[bool, dict[str, Any]]] = {}
+        self.current_op: str | None = None
+        self.lines = 0
+        self.missing: dict[str, str] = {}  # op -> why a placement is not measured
+
+    def add(self, row: dict[str, Any]) -> list[str]:
+        if row.get("kind") not in (None, "collective"):
+            return []
+        if row.get("status") != "ok" and row.get("time_us") is None:
+            return [f"# error: {row.get('error')}"]
+        if row.get("time_us") is None or row.get("size_bytes") is None:
+            return []  # not a measured point: nothing for a table line
+        out: list[str] = []
+        if row["op"] != self.current_op:
+            out += self.flush()
+            self.current_op = row["op"]
+            out.append(f"#\n# {row['op']} ({row['backend']}, {row['world_size']} ranks)\n{HEADER}")
+        extra = row.get("extra") or {}
+        requested = extra.get("requested_bytes", row["size_bytes"])
+        key = (row["op"], row["dtype"], int(requested))
+        self.pending.setdefault(key, {})[bool(row["in_place"])] = row
+        for placement, why in (extra.get("not_measured") or {}).items():
+            self.missing.setdefault(f"{row['op']} {placement}", why)
+        expected = int(extra.get("placements") or self.placements)
+        if len(self.pending[key]) >= expected:
+            out.append(self._emit(key))
+        return out
+
+    def _emit(self, key: tuple[str, str, int]) -> str:
+        halves = self.pending.pop(key)
+        self.lines += 1
+        return format_line(halves.get(False), halves.get(True))
+
+    def flush(self) -> list[str]:
+        return [self._emit(key) for key in list(self.pending)]
+
+    def done(self) -> int:
+        return self.lines
+
+    def current(self) -> str:
+        return self.current_op or "sweep"
+
+    def summary(self, rows: list[dict[str, Any]]) -> list[str]:
+        measured = [r for r in rows if r.get("time_us") is not None]
+        out = []
+        for what, why in sorted(self.missing.items()):
+            out.append(f"# n/a: {what}: {why}")
+        if measured:
+            avg = statistics.fmean(r["busbw_gbps"] for r in measured)
+            out.append(f"# Avg bus bandwidth    : {avg:.4f} GB/s over {len(measured)} rows")
+        return out
+
+    def problems(self, rows: list[dict[str, Any]]) -> list[str]:
+        wrong = [r for r in rows if r.get("time_us") is not None and (r.get("wrong") or 0) > 0]
+        if not wrong:
+            return []
+        where = ", ".join(
+            f"{r['op']} {r['size_bytes']} B {'in-place' if r['in_place'] else 'out-of-place'}"
+            f" ({r['wrong']})"
+            for r in wrong[:5]
+        )
+        return [f"wrong results at {where}"]

@@ -20,7 +20,7 @@ from gpulane.collectives.nccl_memory import NcclArenas, memory_options, ncclmem_
 from gpulane.collectives.pattern import Array
 from gpulane.collectives.spec import DTYPES, Point
 from gpulane.errors import InputError, MissingComponent
-from gpulane.launch.context import RankContext
+from gpulane.rank import RankContext
 
 IN_PLACE_ONLY = {"all_reduce", "broadcast", "reduce"}
 OUT_OF_PLACE_ONLY = {"alltoall", "sendrecv"}

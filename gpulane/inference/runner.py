@@ -41,7 +41,7 @@ from gpulane.inference.sharding import (
     rank_slices,
     stage_layers,
 )
-from gpulane.launch.context import RankContext
+from gpulane.rank import RankContext
 from gpulane.record import Row, RowWriter
 
 ENV_PREFIXES = ("NCCL_", "TORCH_NCCL", "CUDA_VISIBLE_DEVICES", "GLOO_")

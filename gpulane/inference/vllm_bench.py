@@ -18,7 +18,7 @@ from gpulane.errors import InputError, MissingComponent, RunFailed
 from gpulane.inference.runner import configs
 from gpulane.inference.vllm_import import Meta, parse_vllm
 from gpulane.record import RowWriter
-from gpulane.runs import make_run_dir, run_env, save_config
+from gpulane.rundir import make_run_dir, run_env, save_config
 
 
 def vllm_command(

@@ -12,7 +12,7 @@ import socket
 from collections.abc import Mapping
 
 from gpulane.errors import MissingComponent
-from gpulane.launch.env import RankInfo, free_port
+from gpulane.rank import RankInfo, free_port
 
 
 def needs_mpi_rendezvous(info: RankInfo, env: Mapping[str, str] | None = None) -> bool:

@@ -16,10 +16,8 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from gpulane.errors import GpulaneError
-from gpulane.launch.context import RankContext, make_context, write_rank_error
-from gpulane.launch.env import discover
-
-CONFIG_FILE = "config.yaml"
+from gpulane.rank import RankContext, discover, make_context
+from gpulane.rundir import CONFIG_FILE, write_rank_error
 
 
 def command(job: str, run_dir: str | Path) -> list[str]:
@@ -32,19 +30,27 @@ def load_job(target: str) -> Callable[[Any, RankContext], None]:
     return getattr(importlib.import_module(module), func)  # type: ignore[no-any-return]
 
 
+def run_job(job: str, ctx: RankContext) -> None:
+    """This rank's part of the run: the saved configuration, the job, and a user-facing
+    error left where the launcher's watchdog finds it (and raised again)."""
+    ctx.heartbeat(-1, "started")
+    cfg = OmegaConf.load(ctx.run_dir / CONFIG_FILE)
+    try:
+        load_job(job)(cfg, ctx)
+    except GpulaneError as err:
+        write_rank_error(ctx.run_dir, ctx.rank, err.exit_code, str(err))
+        raise
+
+
 def run(job: str, run_dir: str) -> int:
     info = discover()
     if info is None:
         sys.stderr.write("gpulane worker: no RANK/WORLD_SIZE (or srun/mpirun) in the environment\n")
         return 2
-    cfg = OmegaConf.load(Path(run_dir) / CONFIG_FILE)
-    ctx = make_context(info, run_dir)
-    ctx.heartbeat(-1, "started")
     try:
-        load_job(job)(cfg, ctx)
+        run_job(job, make_context(info, run_dir))
     except GpulaneError as err:
         sys.stderr.write(f"gpulane: error: rank {info.rank}: {err}\n")
-        write_rank_error(Path(run_dir), info.rank, err.exit_code, str(err))
         return err.exit_code
     return 0
 

@@ -16,9 +16,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from gpulane.collectives.sizes import size_steps
 from gpulane.errors import InputError
-from gpulane.units import parse_size
+from gpulane.units import parse_size, size_steps
 
 WORD = 4
 DEFAULT_MIN = 4 << 10

@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from gpulane.analysis import compare_command
+from gpulane.commands import compare as compare_command
 from gpulane.analysis.compare import compare, to_csv, to_markdown
 from gpulane.analysis.store import load_frame
 from gpulane.errors import InputError

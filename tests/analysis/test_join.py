@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from gpulane.analysis.join import build_curves, join_frame, join_rows
-from gpulane.analysis.join_command import main
+from gpulane.commands.join import main
 from gpulane.record import Row, RowWriter
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from gpulane.analysis import results_command
+from gpulane.commands import results as results_command
 from gpulane.analysis.store import (
     Filters,
     ResultStore,

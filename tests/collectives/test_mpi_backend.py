@@ -335,8 +335,8 @@ def test_rank_failing_alone_aborts_the_job_at_once(
     """Not a wait in MPI_Finalize until the watchdog's timeout: MPI_Abort at exit."""
     import time
 
-    from gpulane.launch.mpirun import run_mpirun
-    from gpulane.runs import make_run_dir, save_config
+    from tests.helpers import run_mpirun
+    from gpulane.rundir import make_run_dir, save_config
     from tests.launch.test_mpirun import ROOT, job_config
 
     monkeypatch.setenv("PYTHONPATH", str(ROOT))

@@ -11,7 +11,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from gpulane.launch.env import free_port
+from gpulane.rank import free_port
 
 STORE_RANK = textwrap.dedent(
     """

@@ -27,7 +27,7 @@ from gpulane.collectives import nccl_tests as nt
 from gpulane.collectives.plan import build_plan
 from gpulane.errors import InputError, MissingComponent
 from gpulane.record import read_parquet
-from gpulane.runs import RunDir
+from gpulane.rundir import RunDir
 from tests.conftest import fixture_path
 from tests.helpers import gpulane, rows_of, run_dirs
 

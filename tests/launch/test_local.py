@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from gpulane.launch.context import read_heartbeats
+from gpulane.rundir import read_heartbeats
 from tests.helpers import SLOW_SWEEP, rows_of, run_dirs
 
 

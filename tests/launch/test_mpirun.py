@@ -18,17 +18,17 @@ from typing import Any
 import pytest
 from omegaconf import OmegaConf
 
-from gpulane.launch.env import RankInfo
+from gpulane.rank import RankInfo
 from gpulane.launch.mpi_rendezvous import init_method, needs_mpi_rendezvous
-from gpulane.launch.mpirun import (
+from gpulane.launch.mpirun.command import (
     Mpi4pyInfo,
     all_local,
     build_command,
     check_mpi4py,
-    mpirun_failure,
     physical_cores,
-    run_mpirun,
 )
+from gpulane.launch.mpirun.failure import mpirun_failure
+from tests.helpers import run_mpirun
 
 pytestmark = pytest.mark.mpi
 ROOT = Path(__file__).resolve().parents[2]
@@ -51,6 +51,12 @@ def hang_job(cfg: Any, ctx: Any) -> None:
 
 
 def ok_job(cfg: Any, ctx: Any) -> None:
+    """One measured row from rank 0: a run that measured nothing does not end well."""
+    from gpulane.record import Row, RowWriter
+
+    if ctx.is_leader:
+        with RowWriter(ctx.run_dir) as w:
+            w.write(Row(run_id=str(cfg.run_id), kind="collective", backend="custom", op="x"))
     ctx.heartbeat(0, "done")
 
 
@@ -88,7 +94,7 @@ def job_config(tmp_path: Path, **launcher: Any) -> Any:
 
 
 def start_job(tmp_path: Path, job: str, monkeypatch: pytest.MonkeyPatch) -> tuple[int, Any]:
-    from gpulane.runs import make_run_dir, save_config
+    from gpulane.rundir import make_run_dir, save_config
 
     monkeypatch.setenv("PYTHONPATH", str(ROOT))
     cfg = job_config(tmp_path)
@@ -170,7 +176,7 @@ def test_mpi_rendezvous_agrees_on_rank_0s_port(tmp_path: Path) -> None:
     script = (
         "import sys\n"
         "from mpi4py import MPI\n"
-        "from gpulane.launch.env import discover\n"
+        "from gpulane.rank import discover\n"
         "from gpulane.launch.mpi_rendezvous import init_method\n"
         "url = init_method(discover())\n"
         "open(f'{sys.argv[1]}/url-{MPI.COMM_WORLD.Get_rank()}', 'w').write(str(url))\n"

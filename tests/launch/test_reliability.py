@@ -22,9 +22,9 @@ from typing import Any
 
 import pytest
 
-from gpulane.launch.context import read_heartbeats
+from gpulane.rundir import read_heartbeats
 from gpulane.record import Row, RowWriter, read_rows
-from gpulane.runs import MIN_FREE_BYTES
+from gpulane.rundir import MIN_FREE_BYTES
 from tests.helpers import SLOW_SWEEP, run_dirs
 
 SWEEP = [*SLOW_SWEEP, "timeout_s=30"]

@@ -16,16 +16,12 @@ from typing import Any
 import pytest
 from omegaconf import OmegaConf
 
-from gpulane.launch.slurm import (
-    JobRecord,
-    collect,
-    executor_parameters,
-    hydra_launcher_settings,
-    run_slurm,
-    settings,
-)
+from gpulane.launch.slurm.monitor import JobRecord
+from gpulane.launch.slurm.settings import executor_parameters, hydra_launcher_settings, settings
+from gpulane.session.collect import collect
+from tests.helpers import run_slurm
 from gpulane.record import Row, RowWriter, read_parquet, read_rows
-from gpulane.runs import make_run_dir
+from gpulane.rundir import make_run_dir
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slurm
@@ -342,7 +338,7 @@ def test_no_wait_then_collect(slurm: str, tmp_path: Path) -> None:
     assert "submitted slurm job" in res.stdout
     run = only_run_dir(tmp_path)
     assert str(run.resolve()) in res.stdout
-    assert collect(run, poll_s=0.5) == 0
+    assert collect(run) == 0
     assert JobRecord.load(run).state == "COMPLETED"
     assert len(read_parquet(run / "rows.parquet")) == 2
 

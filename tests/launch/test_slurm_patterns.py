@@ -23,11 +23,17 @@ import pytest
 from omegaconf import OmegaConf
 
 from gpulane.errors import InputError
-from gpulane.launch import slurm_patterns
-from gpulane.launch.slurm import JobRecord, run_slurm, settings
-from gpulane.launch.slurm_patterns import Element, PatternSettings, pattern_settings
+from gpulane.campaigns import run as campaign_run
+from gpulane.campaigns import elements as campaign_elements
+from gpulane.campaigns import summary as campaign_summary
+from gpulane.campaigns.elements import Element
+from gpulane.campaigns.settings import PatternSettings, pattern_settings
+from gpulane.launch.slurm.monitor import JobRecord
+from gpulane.launch.slurm.settings import settings
+from gpulane.session import packing
+from tests.helpers import run_slurm
 from gpulane.record import Row, RowWriter, read_rows
-from gpulane.runs import RunDir, make_run_dir
+from gpulane.rundir import RunDir, make_run_dir
 from tests.launch.test_slurm import REPO, direct_cfg, gpulane
 from tests.launch.test_slurm import slurm as slurm  # the fixture, by name
 
@@ -62,13 +68,13 @@ def group_run(cfg: Any) -> RunDir:
 def test_pattern_settings_expand_the_hostlist(tmp_path: Path) -> None:
     cfg = cfg_for(tmp_path, pattern="pairs", nodelist="gpu[01-04]", outlier_fraction=0.2)
     s = settings(cfg)
-    ps = pattern_settings(cfg, s)
+    ps = pattern_settings(cfg, s.pattern, s.partition)
     assert s.pattern == "pairs" and ps.nodes == NODES and ps.outlier_fraction == 0.2
     cfg.launcher.nodelist = ["a1", "b2"]  # a YAML list is a hostlist too
-    assert pattern_settings(cfg, s).nodes == ["a1", "b2"]
+    assert pattern_settings(cfg, s.pattern, s.partition).nodes == ["a1", "b2"]
     cfg.launcher.outlier_fraction = 1.5
     with pytest.raises(InputError, match="outlier_fraction"):
-        pattern_settings(cfg, s)
+        pattern_settings(cfg, s.pattern, s.partition)
     cfg.launcher.pattern = "triangles"
     with pytest.raises(InputError, match=r"launcher\.pattern"):
         settings(cfg)
@@ -163,7 +169,7 @@ def fake_jobs(
     (100 GB/s, 40 GB/s when a slow node is in it) or fails when a failing node is."""
     submitted: list[list[str]] = []
 
-    def submit(cfg: Any, e: Element, env: Any, job: str, s: Any) -> Element:
+    def submit(plan: Any, e: Element) -> Element:
         submitted.append(list(e.nodes))
         if failing & set(e.nodes):
             e.state, e.failure = "FAILED", f"task 0 on {e.nodes[0]} raised"
@@ -174,8 +180,8 @@ def fake_jobs(
         e.state = "COMPLETED"
         return e
 
-    monkeypatch.setattr(slurm_patterns, "submit_element", submit)
-    monkeypatch.setattr(slurm_patterns, "wait_elements", lambda elements, poll_s: None)
+    monkeypatch.setattr(campaign_run, "start_element", submit)
+    monkeypatch.setattr(campaign_run, "wait_elements", lambda elements, poll_s: None)
     return submitted
 
 
@@ -253,14 +259,14 @@ def test_summary_on_a_list_of_elements(tmp_path: Path, capsys: Any) -> None:
     group = RunDir("g", tmp_path, "b")
     elements = []
     for i in range(16):
-        e = slurm_patterns.new_element(group, f"n{i:02d}", [f"n{i:02d}"])
+        e = campaign_elements.new_element(group, f"n{i:02d}", [f"n{i:02d}"])
         busbw = {3: 85.0, 11: 89.0}.get(i, 100.0 + i % 3)
         with RowWriter(e.run.path) as w:
             w.write(bus_row(e.run.run_id, e.label, busbw))
         e.state = "COMPLETED"
         elements.append(e)
     ps = PatternSettings([e.label for e in elements], 0.1, None, False)
-    status, data = slurm_patterns.summarize(tmp_path, "per-node", elements, ps)
+    status, data = campaign_summary.summarize(tmp_path, "per-node", elements, ps)
     assert status == 1
     named = [e["label"] for e in data["elements"] if e["outlier"]]
     assert named == ["n03", "n11"]  # 85 and 89 are more than 10% below a median of 101
@@ -350,7 +356,7 @@ def test_pack_stops_at_a_failing_combination(tmp_path: Path) -> None:
     # Three combinations, the second fails in rank 1: the first keeps its rows, the
     # second gets the error row naming the task, the third says it was not completed
     # (rank 0, which did not fail, may have written its row there: it is kept).
-    slurm_patterns.start_packing()
+    packing.start_packing()
     runs = []
     for job in ("write_one_row", "fail_on_rank_1", "write_one_row"):
         cfg = direct_cfg(tmp_path, pack=True)
@@ -358,8 +364,8 @@ def test_pack_stops_at_a_failing_combination(tmp_path: Path) -> None:
         module = "test_slurm" if job == "fail_on_rank_1" else "test_slurm_patterns"
         assert run_slurm(cfg, run, {}, f"tests.launch.{module}:{job}") == 0  # queued
         runs.append(run.path)
-    assert slurm_patterns.finish_packing() == 1
-    assert not slurm_patterns.packing()
+    assert packing.finish_packing() == 1
+    assert not packing.packing()
     assert len({JobRecord.load(r).job_id for r in runs}) == 1
     first, second, third = (list(read_rows(r / "rows.jsonl")) for r in runs)
     assert [r["status"] for r in first] == ["ok"]

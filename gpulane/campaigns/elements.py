@@ -1,0 +1,131 @@
+"""A campaign's elements: one ordinary run on a subset of nodes, in its own run directory
+under the campaign's group directory, started by whatever launcher the configuration names
+(on those hosts), and followed side by side with the others of its round."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from gpulane.collectives.plan import build_plan
+from gpulane.collectives.table import SweepView
+from gpulane.errors import InputError
+from gpulane.launch.base import Launcher, LaunchSpec
+from gpulane.launch.local import LocalLauncher
+from gpulane.rundir import RunDir, save_config
+from gpulane.session.run import RunSession, SessionSpec
+from gpulane.session.signals import Terminated, sigterm_as_exception, stop_words
+
+JOB = "gpulane.collectives.sweep:run_rank"
+
+
+@dataclass
+class Element:
+    label: str
+    nodes: list[str]
+    run: RunDir
+    session: RunSession | None = None
+    state: str = "PENDING"
+    failure: str | None = None
+    status: int = 0
+
+    @property
+    def job_id(self) -> str:
+        launcher = self.session.launcher if self.session is not None else None
+        record = getattr(launcher, "record", None)
+        return str(record.job_id) if record is not None else "-"
+
+
+def new_element(group: RunDir, label: str, nodes: list[str]) -> Element:
+    path = group.path / label
+    path.mkdir(parents=True, exist_ok=False)
+    return Element(label, list(nodes), RunDir(f"{group.run_id}.{label}", path, group.build))
+
+
+@dataclass(frozen=True)
+class ElementPlan:
+    """How every element is launched: the settings of its launcher for n nodes."""
+
+    cfg: Any
+    env: dict[str, str]
+    ranks_per_node: int
+    device: str
+    slurm: Any | None  # SlurmSettings when launcher=slurm
+    job: str = JOB  # what every rank runs
+
+    def launcher(self, nodes: list[str]) -> Launcher:
+        if self.slurm is not None:
+            from gpulane.launch.slurm.launcher import SlurmLauncher
+
+            s = dataclasses.replace(self.slurm, nodes=len(nodes), pattern="allocation", pack=False)
+            return SlurmLauncher(s, self.device)
+        name = str(self.cfg.launcher.name)
+        if name == "mpirun":
+            from gpulane.launch.factory import make_launcher
+
+            return make_launcher(self.cfg, self.device, needs_mpi=True)
+        if name == "local" and all(n in ("localhost", "127.0.0.1") for n in nodes):
+            return LocalLauncher()
+        raise InputError(
+            f"launcher={name} cannot put ranks on named nodes; campaigns run on "
+            "launcher=slurm or launcher=mpirun"
+        )
+
+
+def start_element(plan: ElementPlan, e: Element) -> Element:
+    """Save the element's configuration and start its launch (no table: a line per state)."""
+    world = len(e.nodes) * plan.ranks_per_node
+    saved = save_config(plan.cfg, e.run, world_size=world, nodes=len(e.nodes), device=plan.device)
+    lines = build_plan(saved, plan.device == "cuda")
+    spec = SessionSpec(
+        command="sweep",
+        kind="collective",
+        backend=str(saved.backend.name),
+        description=f"{saved.backend.name} on {','.join(e.nodes)}",
+        world_size=world,
+    )
+    view = SweepView(lines.lines, len(lines.placements))
+    e.session = RunSession(e.run, spec, view, plan.env, progress=False, label=e.label)
+    launch = LaunchSpec(
+        e.run.path,
+        world,
+        plan.env,
+        float(saved.timeout_s),
+        job=plan.job,
+        run_id=e.run.run_id,
+        hosts=list(e.nodes),
+    )
+    e.session.begin(plan.launcher(e.nodes), launch)
+    return e
+
+
+def wait_elements(elements: list[Element], poll_s: float) -> None:
+    """Follow every element until all have ended, then conclude each (error rows, Parquet).
+    Ctrl-C (or SIGTERM) cancels the ones still going, keeps their rows and re-raises."""
+    going = [e for e in elements if e.session is not None]
+    with sigterm_as_exception():
+        try:
+            while going:
+                for e in list(going):
+                    assert e.session is not None
+                    if e.session.step():
+                        going.remove(e)
+                if going:
+                    time.sleep(poll_s)
+        except (KeyboardInterrupt, Terminated) as ex:
+            for e in going:
+                assert e.session is not None
+                e.session.interrupt(ex)
+                e.state, e.failure = "CANCELLED", stop_words(ex)[1]
+            raise
+    for e in elements:
+        if e.session is None or e in going:
+            continue
+        e.status = e.session.finish()
+        e.failure = e.session.failure
+        record = getattr(e.session.launcher, "record", None)
+        e.state = (
+            str(record.state) if record is not None else ("FAILED" if e.failure else "COMPLETED")
+        )

@@ -1,0 +1,148 @@
+"""A campaign's verdict: each element's figures at the largest size, the outliers named by
+the acceptance rules' outlier check, the nodes all of whose pairs are bad, summary.json."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+from typing import Any
+
+from gpulane.campaigns.elements import Element
+from gpulane.campaigns.settings import PatternSettings
+from gpulane.errors import RunFailed, print_error
+from gpulane.record import utc_now
+
+SUMMARY_FILE = "summary.json"
+
+
+def largest_size_figures(rows: list[dict[str, Any]]) -> dict[str, float]:
+    """figure label -> busbw (GB/s, median over repeats) for the ok rows at the largest
+    size of each collective."""
+    from gpulane.analysis.store import figure_label
+
+    ok = [r for r in rows if r.get("status") == "ok" and r.get("busbw_gbps") is not None]
+    top: dict[str, int] = {}
+    for r in ok:
+        top[r["op"]] = max(top.get(r["op"], 0), int(r["size_bytes"]))
+    values: dict[str, list[float]] = {}
+    for r in ok:
+        if int(r["size_bytes"]) == top[r["op"]]:
+            values.setdefault(figure_label(r), []).append(float(r["busbw_gbps"]))
+    return {k: float(statistics.median(v)) for k, v in values.items()}
+
+
+def outlier_checks(elements: list[Element], fraction: float) -> list[Any]:
+    """The acceptance rules' outlier check over the elements' busbw at the largest size,
+    one subject per element (its label stands in for the host)."""
+    from gpulane.analysis.rules import evaluate
+    from gpulane.analysis.store import load_frame
+
+    dirs = [e.run.path for e in elements if e.run.rows()]
+    if len(dirs) < 2:
+        return []
+    frame = load_frame(dirs)
+    # The largest size of each collective, as the summary table shows.
+    frame = frame[frame["kind"] == "collective"]
+    top = frame.groupby("op")["size_bytes"].transform("max")
+    frame = frame[frame["size_bytes"] == top].copy()
+    label_of = {str(e.run.path): e.label for e in elements}
+    frame["host"] = frame["run_dir"].map(lambda d: label_of.get(str(d), str(d)))
+    spec = {
+        "outlier_fraction": fraction,
+        "checks": {
+            "busbw_among_peers": {
+                "check": "min",
+                "description": "busbw at the largest size within the outlier fraction of "
+                "the peers' median",
+                "select": {"kind": "collective"},
+                "metric": "busbw_gbps",
+                "per": "node",
+            }
+        },
+    }
+    return [c for c in evaluate(frame, spec).checks if c.basis == "outlier"]
+
+
+def summarize(
+    group: Path, pattern: str, elements: list[Element], ps: PatternSettings
+) -> tuple[int, dict[str, Any]]:
+    """Print one line per element with its figures; name the outliers and the failures.
+    Returns the exit status and what summary.json keeps."""
+    figures = {e.label: largest_size_figures(e.run.rows()) for e in elements}
+    columns = sorted({f for fs in figures.values() for f in fs})
+    checks = outlier_checks(elements, ps.outlier_fraction)
+    named = {c.subject: c for c in checks if c.status == "fail"}
+    what = "node" if pattern == "per-node" else "pair"
+    header = [what, "job", "state", *[f"{c} (GB/s)" for c in columns], "verdict"]
+    lines = []
+    for e in elements:
+        verdict = "ok"
+        if e.failure:
+            verdict = "FAILED"
+        elif e.label in named:
+            c = named[e.label]
+            verdict = (
+                f"OUTLIER {c.margin * 100:+.1f}% vs peers" if c.margin is not None else "OUTLIER"
+            )
+        elif not figures[e.label]:
+            verdict = "no rows"
+        vals = [f"{figures[e.label][c]:.4g}" if c in figures[e.label] else "-" for c in columns]
+        lines.append([e.label, e.job_id, e.state, *vals, verdict])
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *lines, strict=False)]
+    print(
+        f"# {pattern} summary: busbw at the largest size; outlier: more than "
+        f"{ps.outlier_fraction:.0%} below the median of its peers"
+    )
+    for line in [header, *lines]:
+        print("  ".join(str(x).ljust(w) for x, w in zip(line, widths, strict=False)).rstrip())
+    status = 0
+    if len(elements) < 2:
+        print(f"# one {what}: no peers to compare it with")
+    for subject, c in sorted(named.items()):
+        print(f"# outlier {what}: {subject}: {c.message}")
+        status = RunFailed.exit_code
+    for e in elements:
+        if e.failure:
+            print_error(f"{e.label}: {e.failure}")
+            status = RunFailed.exit_code
+    suspects: dict[str, int] = {}
+    if pattern == "pairs":
+        # A node all of whose pairs are slow or failed is the likely culprit (with 3
+        # nodes or more; the one pair of 2 nodes names neither).
+        bad = [e for e in elements if e.failure or e.label in named]
+        nodes = sorted({n for e in elements for n in e.nodes})
+        for n in nodes:
+            mine = [e for e in elements if n in e.nodes]
+            hits = sum(1 for e in bad if n in e.nodes)
+            if len(nodes) >= 3 and hits and hits == len(mine):
+                suspects[n] = hits
+                print(f"# node {n}: all {hits} of its pairs are slow or failed")
+    if status == 0 and len(elements) >= 2:
+        print(f"# no outlier among {len(elements)} {what}s")
+    data = {
+        "pattern": pattern,
+        "outlier_fraction": ps.outlier_fraction,
+        "passed": status == 0,
+        "elements": [
+            {
+                "label": e.label,
+                "nodes": e.nodes,
+                "job_id": e.job_id,
+                "state": e.state,
+                "failure": e.failure,
+                "run_dir": str(e.run.path),
+                "figures": figures[e.label],
+                "outlier": named[e.label].message if e.label in named else None,
+            }
+            for e in elements
+        ],
+        "suspect_nodes": suspects,
+    }
+    return status, data
+
+
+def write_summary(group: Path, data: dict[str, Any]) -> None:
+    data = {"written_at": utc_now(), **data}
+    (group / SUMMARY_FILE).write_text(json.dumps(data, indent=1, default=str) + "\n")
+    print(f"# summary: {group / SUMMARY_FILE}")

@@ -1,0 +1,20 @@
+"""`gpulane collect RUN_DIR`: finish a run submitted to Slurm with launcher.wait=false."""
+
+from __future__ import annotations
+
+from gpulane.commands.args import ArgumentParser
+from gpulane.session.collect import collect
+
+
+def main(argv: list[str]) -> int:
+    parser = ArgumentParser(
+        prog="gpulane collect",
+        description="Wait for a detached Slurm run (launcher.wait=false), then show its "
+        "table, write its error row if it failed, and the Parquet copy.",
+    )
+    parser.add_argument("run_dir", help="the run directory the submission printed")
+    parser.add_argument(
+        "--no-wait", action="store_true", help="only say the job's state if it has not ended"
+    )
+    args = parser.parse_args(argv)
+    return collect(args.run_dir, wait=not args.no_wait)

@@ -1,0 +1,81 @@
+"""`gpulane report RUN...`: any run (or group of runs) as a self-contained HTML report."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from gpulane.analysis.accept import ACCEPT_JSON, REPORT_HTML
+from gpulane.analysis.report import render_report
+from gpulane.analysis.rules import Check, Verdict
+from gpulane.analysis.store import Filters, load_frame
+from gpulane.commands.args import ArgumentParser
+from gpulane.errors import InputError
+
+
+def parser() -> argparse.ArgumentParser:
+    p = ArgumentParser(
+        prog="gpulane report",
+        description="Render run directories (rows.jsonl / rows.parquet) as one self-contained "
+        "HTML report: plots, tables, the topology and, when the run was accepted, the checks.",
+    )
+    p.add_argument(
+        "runs", nargs="+", metavar="RUN", help="run directory, group of runs or rows file"
+    )
+    p.add_argument("-o", "--output", help=f"HTML file (default: RUN/{REPORT_HTML})")
+    p.add_argument(
+        "--topology",
+        default="auto",
+        help="topology JSON from `gpulane topo --json`; auto: topology.json in the run; none",
+    )
+    p.add_argument("--accept", help=f"accept.json to show (default: RUN/{ACCEPT_JSON} if present)")
+    p.add_argument("--title")
+    p.add_argument("--kind", action="append", default=[])
+    p.add_argument("--op", action="append", default=[])
+    p.add_argument("--build", action="append", default=[])
+    p.add_argument("--where", help="pandas query on the rows")
+    return p
+
+
+def load_verdict(path: Path) -> Verdict:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        fields = set(Check.__dataclass_fields__)
+        return Verdict(
+            [Check(**{k: v for k, v in c.items() if k in fields}) for c in data["checks"]]
+        )
+    except (OSError, json.JSONDecodeError, KeyError, TypeError) as err:
+        raise InputError(f"--accept: {path}: not an accept.json ({err})") from err
+
+
+def main(argv: list[str]) -> int:
+    from gpulane.analysis.accept import resolve_topology
+
+    args = parser().parse_args(argv)
+    paths = [Path(r) for r in args.runs]
+    frame = Filters(kind=args.kind, op=args.op, build=args.build, where=args.where).apply(
+        load_frame(paths)
+    )
+    topology, topology_src = resolve_topology(args.topology, paths)
+    first = paths[0] if paths[0].is_dir() else paths[0].parent
+    accept_file = Path(args.accept) if args.accept else first / ACCEPT_JSON
+    verdict = load_verdict(accept_file) if (args.accept or accept_file.exists()) else None
+    out = Path(args.output) if args.output else first / REPORT_HTML
+    title = args.title or "gpulane report: " + ", ".join(p.name for p in paths)
+    text = render_report(
+        frame,
+        topology,
+        verdict,
+        title=title,
+        sources=[str(p) for p in paths],
+        topology_source=topology_src,
+    )
+    try:
+        out.write_text(text, encoding="utf-8")
+    except OSError as err:
+        raise InputError(
+            f"cannot write {out}: {err.strerror or err}; choose another with -o"
+        ) from err
+    print(f"# report: {out}")
+    return 0

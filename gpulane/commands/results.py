@@ -1,0 +1,142 @@
+"""`gpulane results [PATHS...]`: list and filter the rows of run directories."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import pandas as pd
+
+from gpulane.analysis.compare import markdown_table
+from gpulane.analysis.store import Filters, ResultStore
+from gpulane.commands.args import ArgumentParser
+
+# Columns shown by default, per kind present (all with --columns all).
+BASE = ["run_id", "build", "kind", "backend", "op"]
+PER_KIND = {
+    "collective": [
+        "world_size",
+        "dtype",
+        "in_place",
+        "size_bytes",
+        "time_us",
+        "algbw_gbps",
+        "busbw_gbps",
+        "wrong",
+    ],
+    "copy": ["memory", "src", "dst", "size_bytes", "algbw_gbps", "expected_gbps", "efficiency"],
+    "tokens": ["model", "tp", "pp", "batch", "tokens_per_s", "ttft_ms", "itl_ms_p50"],
+}
+TAIL = ["path", "status"]
+
+EPILOG = """\
+examples:
+  gpulane results                                   # every row under ./runs
+  gpulane results runs/ --kind collective --op all_reduce --build nvlink
+  gpulane results --where 'size_bytes >= 2**30 and busbw_gbps < 300' --format csv
+  gpulane results --sql "select build, max(busbw_gbps) from rows group by build"   # DuckDB
+"""
+
+
+def parser() -> argparse.ArgumentParser:
+    p = ArgumentParser(
+        prog="gpulane results",
+        description="List and filter stored rows (JSON Lines and Parquet of every run type).",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "paths", nargs="*", metavar="PATH", help="run dirs, groups or rows files (default: runs)"
+    )
+    p.add_argument(
+        "--kind", action="append", default=[], help="collective, copy, tokens (comma list)"
+    )
+    p.add_argument("--op", action="append", default=[], help="op names, wildcards allowed")
+    p.add_argument("--build", action="append", default=[])
+    p.add_argument("--run", action="append", default=[], help="run ids")
+    p.add_argument("--status", action="append", default=[], help="ok, error, ...")
+    p.add_argument("--size-min")
+    p.add_argument("--size-max")
+    p.add_argument("--where", help="a pandas query over the row columns")
+    p.add_argument("--sql", help="SQL over table `rows` (needs the optional duckdb)")
+    p.add_argument("--columns", help="comma list of columns, or `all`")
+    p.add_argument("--sort", help="comma list of columns to sort by")
+    p.add_argument("--limit", type=int)
+    p.add_argument("--format", choices=("table", "csv", "json", "markdown"), default="table")
+    return p
+
+
+def _columns(frame: pd.DataFrame, wanted: str | None) -> list[str]:
+    if wanted == "all":
+        return list(frame.columns)
+    if wanted:
+        cols = [c.strip() for c in wanted.split(",") if c.strip()]
+        missing = [c for c in cols if c not in frame.columns]
+        if missing:
+            from gpulane.errors import InputError
+
+            raise InputError(f"--columns: no column {', '.join(missing)}")
+        return cols
+    cols = list(BASE)
+    for kind in ("collective", "copy", "tokens"):
+        if (frame["kind"] == kind).any():
+            cols += [c for c in PER_KIND[kind] if c not in cols]
+    return cols + TAIL
+
+
+def _cell(v: object) -> str:
+    if v is None or (isinstance(v, float) and pd.isna(v)):
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.6g}"
+    if isinstance(v, dict):
+        return json.dumps(v, sort_keys=True)
+    return str(v)
+
+
+def main(argv: list[str]) -> int:
+    args = parser().parse_args(argv)
+    store = ResultStore(args.paths or ["runs"])
+    if args.sql:
+        frame = store.sql(args.sql)
+        cols = list(frame.columns)
+    else:
+        filters = Filters(
+            kind=args.kind,
+            op=args.op,
+            build=args.build,
+            run=args.run,
+            status=args.status,
+            where=args.where,
+            size_min=args.size_min,
+            size_max=args.size_max,
+        )
+        frame = store.select(filters)
+        cols = _columns(frame, args.columns)
+    if args.sort:
+        frame = frame.sort_values([c.strip() for c in args.sort.split(",")], kind="stable")
+    if args.limit is not None:
+        frame = frame.head(args.limit)
+    frame = frame[cols]
+    if args.format == "csv":
+        sys.stdout.write(frame.to_csv(index=False))
+    elif args.format == "json":
+        for rec in json.loads(frame.to_json(orient="records", default_handler=str)):
+            print(json.dumps(rec))
+    elif args.format == "markdown":
+        sys.stdout.write(markdown_table(frame.map(_cell)))
+    else:
+        from rich.console import Console
+        from rich.table import Table
+
+        t = Table(title=f"{len(frame)} rows", show_lines=False)
+        for c in cols:
+            t.add_column(c, justify="right" if pd.api.types.is_numeric_dtype(frame[c]) else "left")
+        for row in frame.itertuples(index=False):
+            t.add_row(*[_cell(v) for v in row])
+        console = Console()
+        if not console.is_terminal:  # piped: do not squeeze columns to 80 characters
+            console = Console(width=max(200, 12 * len(cols)))
+        console.print(t)
+    return 0

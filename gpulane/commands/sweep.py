@@ -1,0 +1,34 @@
+"""`gpulane sweep`: collectives over message sizes with nccl-tests' numbers, on any backend
+and launcher; with launcher.pattern=per-node|pairs|halving, a cluster campaign."""
+
+from __future__ import annotations
+
+from omegaconf import DictConfig
+
+from gpulane.commands.hydra_app import comma_lists, run_hydra
+
+# Keys that take several values in one run: `collectives=all_reduce,all_gather` means the
+# list (outside -m, where Hydra reads a comma list as a sweep).
+LIST_KEYS = frozenset({"collectives", "dtype"})
+
+
+def sweep(cfg: DictConfig) -> int:
+    if str(cfg.launcher.name) == "slurm" and str(cfg.backend.name) != "nccl_tests":
+        from gpulane.launch.slurm.settings import settings
+
+        s = settings(cfg)
+        if s.pattern != "allocation":
+            from gpulane.campaigns.run import run_campaign
+
+            return run_campaign(cfg, s)
+        from gpulane.session.packing import packing, queue_packed
+
+        if s.pack and packing():
+            return queue_packed(cfg, s)
+    from gpulane.session.sweep import run_sweep
+
+    return run_sweep(cfg)
+
+
+def main(argv: list[str]) -> int:
+    return run_hydra("sweep", sweep, comma_lists(argv, LIST_KEYS), "gpulane sweep")

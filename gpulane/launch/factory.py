@@ -1,0 +1,38 @@
+"""The launcher a configuration names (``launcher=local|mpirun|slurm``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpulane.errors import InputError
+from gpulane.launch.base import Launcher
+
+LAUNCHERS = ("local", "mpirun", "slurm")
+
+
+def make_launcher(cfg: Any, device: str = "cpu", needs_mpi: bool = False) -> Launcher:
+    """``cfg.launcher`` as a launcher; ``needs_mpi``: the ranks start MPI themselves (the
+    mpi4py backend, nccl-tests built with MPI=1)."""
+    name = str(cfg.launcher.name)
+    if name == "local":
+        from gpulane.launch.local import LocalLauncher
+
+        return LocalLauncher()
+    if name == "mpirun":
+        from gpulane.launch.mpirun.launcher import MpirunLauncher, MpirunSettings
+
+        section = cfg.launcher
+        return MpirunLauncher(
+            MpirunSettings(
+                command=str(section.get("command") or "mpirun"),
+                hostfile=str(section.hostfile) if section.get("hostfile") else None,
+                extra_args=[str(a) for a in (section.get("extra_args") or [])],
+                needs_mpi4py=needs_mpi and str(cfg.backend.name) == "mpi",
+            )
+        )
+    if name == "slurm":
+        from gpulane.launch.slurm.launcher import SlurmLauncher
+        from gpulane.launch.slurm.settings import settings
+
+        return SlurmLauncher(settings(cfg, needs_mpi=needs_mpi), device)
+    raise InputError(f"launcher: unknown launcher {name!r}; use one of {', '.join(LAUNCHERS)}")

@@ -1,0 +1,1 @@
+"""The mpirun launcher (Open MPI's mpirun, MPICH's and Intel MPI's mpiexec)."""

@@ -1,0 +1,268 @@
+"""Slurm launcher: one job through submitit, one rank per GPU (or per task on CPUs).
+
+:meth:`SlurmLauncher.start` submits the job (its record, ``slurm.json``, goes into the run
+directory, which must be on a filesystem the nodes share); :meth:`poll` follows its state
+(queued, running, ended) and the ranks' heartbeats. When the job fails, is cancelled, times
+out or loses a node, the result names the job, the task and the node, with the tail of
+that task's stderr. ``launcher.wait=false`` submits and leaves the job running;
+:meth:`attach` picks it up again later (``gpulane collect RUN_DIR``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from gpulane.errors import InputError, RunFailed
+from gpulane.launch.base import Launcher, LaunchResult, LaunchSpec
+from gpulane.launch.slurm.diagnose import TaskFailure, diagnose, state_words
+from gpulane.launch.slurm.monitor import (
+    FINAL_STATES,
+    QUEUED_STATES,
+    JobRecord,
+    Waiter,
+    wait_until_gone,
+)
+from gpulane.launch.slurm.settings import SlurmSettings, executor_parameters, make_executor
+from gpulane.launch.slurm.task import program_task, slurm_task
+from gpulane.rundir import read_heartbeats, read_rank_errors
+
+
+class SlurmLauncher(Launcher):
+    name = "slurm"
+
+    def __init__(self, settings: SlurmSettings, device: str = "cpu") -> None:
+        self.settings = settings
+        self.device = device
+        self.job: Any = None
+        self.record: JobRecord | None = None
+        self.waiter: Waiter | None = None
+        self.run_dir: Path | None = None
+        self.result: LaunchResult | None = None
+        self._notes: list[str] = []
+        self.backend = "unknown"  # for the words of the error row
+
+    # -- Launcher ------------------------------------------------------------------------
+    def check(self, spec: LaunchSpec) -> None:
+        s = self.settings
+        if self.device == "cuda" and s.gpus_per_node and s.tasks_per_node > s.gpus_per_node:
+            raise InputError(
+                f"launcher.tasks_per_node={s.tasks_per_node} is more than gpus_per_node="
+                f"{s.gpus_per_node}: one rank per GPU at most"
+            )
+
+    def describe(self, spec: LaunchSpec) -> str:
+        s = self.settings
+        where = f", partition {s.partition}" if s.partition else ""
+        return f"{s.nodes} node(s) x {s.tasks_per_node} {self.device} ranks{where}"
+
+    @property
+    def poll_s(self) -> float:
+        return self.settings.poll_s
+
+    @property
+    def detached(self) -> bool:
+        return not self.settings.wait
+
+    def start(self, spec: LaunchSpec) -> None:
+        s = self.settings
+        run_path = spec.run_dir.resolve()
+        self.run_dir = run_path
+        params = executor_parameters(s, f"gpulane-{spec.run_id}")
+        if spec.hosts:
+            params["slurm_nodelist"] = ",".join(spec.hosts)
+        executor = make_executor(run_path / s.folder / "%j", params)
+        if spec.program is not None:
+            fn, args = program_task, (list(spec.program), str(run_path), dict(spec.env))
+        else:
+            fn, args = slurm_task, (str(spec.job), str(run_path), dict(spec.env), s.startup_s)
+        try:
+            self.job = executor.submit(fn, *args)
+        except Exception as err:  # sbatch's own words
+            words = str(err).strip().splitlines()
+            raise RunFailed(
+                "sbatch refused the job: " + (" ".join(words[-3:]) if words else type(err).__name__)
+            ) from err
+        self.record = JobRecord(
+            job_id=str(self.job.job_id),
+            folder=str(run_path / s.folder / "%j"),
+            tasks=spec.nprocs,
+            nodes=s.nodes,
+            tasks_per_node=s.tasks_per_node,
+        )
+        self.record.save(run_path)
+        self._watch(spec.timeout_s)
+        if self.detached:
+            self._notes += [
+                f"submitted slurm job {self.record.job_id}",
+                f"run directory: {run_path}",
+                f"collect with: gpulane collect {run_path}",
+            ]
+
+    def _watch(self, timeout_s: float) -> None:
+        assert self.record is not None and self.run_dir is not None
+        self.waiter = Waiter(
+            self.job,
+            self.record,
+            self.run_dir,
+            self.settings.poll_s,
+            timeout_s,
+            self.settings.startup_s,
+            lambda: None,
+            self._notes.append,
+        )
+
+    @classmethod
+    def attach(cls, run_dir: Path, settings: SlurmSettings, timeout_s: float) -> SlurmLauncher:
+        """The launcher of a job submitted earlier (``gpulane collect``)."""
+        import submitit
+
+        record = JobRecord.load(run_dir.resolve())
+        job = submitit.SlurmJob(
+            folder=record.folder, job_id=record.job_id, tasks=tuple(range(record.tasks))
+        )
+        return cls.adopt(settings, job, record, run_dir, timeout_s)
+
+    @classmethod
+    def adopt(
+        cls, settings: SlurmSettings, job: Any, record: JobRecord, run_dir: Path, timeout_s: float
+    ) -> SlurmLauncher:
+        """The launcher of a job someone else submitted (a packed job's combinations)."""
+        launcher = cls(settings)
+        launcher.run_dir = run_dir.resolve()
+        launcher.record = record
+        launcher.job = job
+        launcher._watch(timeout_s)
+        return launcher
+
+    def conclude(self, state: str, stall: str | None, nodelist: str) -> LaunchResult:
+        """The result for a final ``state`` another watcher saw (a packed job)."""
+        assert self.waiter is not None
+        self.waiter.stall, self.waiter.nodelist = stall, nodelist
+        self.result = self._conclude(state)
+        return self.result
+
+    def final_state(self) -> str | None:
+        """The job's state now when it has ended (without waiting), else None."""
+        assert self.record is not None and self.waiter is not None
+        if self.record.state in FINAL_STATES:
+            return self.record.state
+        state = self.waiter.poll_state()
+        return state if state in FINAL_STATES else None
+
+    def poll(self) -> LaunchResult | None:
+        if self.result is not None:
+            return self.result
+        assert self.waiter is not None and self.record is not None
+        if self.record.state in FINAL_STATES:  # collected again after the end
+            state = self.record.state
+        else:
+            state = self.waiter.step()
+            if state is None:
+                return None
+        self.result = self._conclude(state)
+        return self.result
+
+    def state(self) -> str:
+        if self.waiter is None:
+            return "submitting"
+        shown = self.waiter._shown
+        if shown in QUEUED_STATES:
+            return "queued"
+        if shown == "RUNNING":
+            return f"running on {self.waiter.nodelist}" if self.waiter.nodelist else "running"
+        return shown.lower() or "submitted"
+
+    def notes(self) -> list[str]:
+        out, self._notes = self._notes, []
+        return out
+
+    def cancel(self) -> None:
+        if self.job is None or self.record is None:
+            return
+        if self.record.state in FINAL_STATES and self.result is not None:
+            return
+        self.job.cancel(check=False)
+        wait_until_gone(self.record.job_id)
+
+    def interrupted(self, what: str) -> LaunchResult:
+        assert self.record is not None
+        f = TaskFailure(0, None, f"by the front ({what}); rows so far are kept", "")
+        return self._result("CANCELLED", f, f"{what}: slurm job {self.record.job_id} cancelled")
+
+    def on_reported(self) -> None:
+        assert self.record is not None and self.run_dir is not None
+        self.record.error_written = True
+        self.record.save(self.run_dir)
+
+    # -- the end of a job ----------------------------------------------------------------
+    def _conclude(self, state: str) -> LaunchResult:
+        """After the job: the failure in words (naming the task and node) when it failed,
+        and the record's final state."""
+        assert self.waiter is not None and self.record is not None and self.run_dir is not None
+        record, run_path = self.record, self.run_dir
+        stall = self.waiter.stall
+        if state == "STALLED" and stall is None:
+            stall = "no progress"
+        if stall is not None or state != "COMPLETED":
+            wait_until_gone(record.job_id)
+        if stall is not None:
+            beats = read_heartbeats(run_path)
+            first = sorted(beats)[0] if beats else 0
+            host = beats[first].host if first in beats else None
+            f = TaskFailure(first, host, f"stalled: {stall}", "")
+            result = self._result("CANCELLED", f, f"slurm job {record.job_id}: {stall}")
+        elif state != "COMPLETED":
+            f = diagnose(
+                self.job, record.tasks, record.tasks_per_node, run_path, self.waiter.nodelist
+            )
+            result = self._result(state, f, None)
+        else:
+            result = LaunchResult(dict.fromkeys(range(record.tasks), 0))
+            record.state = state
+            record.save(run_path)
+        errors = read_rank_errors(run_path)
+        if errors:
+            # Every rank raised the same bad-input error; the session shows it once.
+            result.user_error = errors[min(errors)]
+        return result
+
+    def _result(self, state: str, f: TaskFailure, failure: str | None) -> LaunchResult:
+        assert self.record is not None and self.run_dir is not None
+        record = self.record
+        words = (
+            f"slurm job {record.job_id} {state_words(state)}: task {f.task}"
+            f"{f' on {f.node}' if f.node else ''} {f.reason}"
+        )
+        row_error = words
+        if f.stderr_tail:
+            short = "\n".join(f.stderr_tail.splitlines()[-8:])
+            row_error += (
+                f"\n--- stderr of task {f.task} (last lines; all in extra.stderr_tail) ---\n{short}"
+            )
+        reported = record.error_written
+        record.state = state
+        record.save(self.run_dir)
+        return LaunchResult(
+            dict.fromkeys(range(record.tasks)),
+            failure or words,
+            [f.task],
+            host=f.node,
+            row_error=row_error,
+            reported=reported,
+            details={
+                "slurm_job": record.job_id,
+                "slurm_state": state,
+                "task": f.task,
+                "node": f.node,
+                "stderr_tail": f.stderr_tail,
+                "launcher": "slurm",
+                "nodes": record.nodes,
+                "world_size": record.tasks,
+            },
+        )
+
+    def logs_note(self) -> str | None:
+        if self.record is None:
+            return None
+        return f"slurm logs: {self.record.folder.replace('%j', self.record.job_id)}"

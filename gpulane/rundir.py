@@ -1,0 +1,244 @@
+"""The run directory and the files in it: a unique directory per run, the resolved
+configuration saved beside the rows, the environment for the ranks, error rows, the
+Parquet copy at the end, and the heartbeats through which ranks show their progress to
+whatever watches them (any launcher's watchdog)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import socket
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from gpulane.errors import InputError
+from gpulane.record import ROWS_JSONL, Row, RowWriter, new_run_id, read_rows, write_parquet
+
+CONFIG_FILE = "config.yaml"  # the resolved configuration every rank reads
+LOG_DIR = "logs"  # rank-N.log: each rank's own output
+HEARTBEAT_DIR = ".heartbeat"  # rank-N, alive-N, error-N: progress, liveness, rank errors
+
+
+@dataclass
+class RunDir:
+    run_id: str
+    path: Path
+    build: str
+
+    @property
+    def rows_path(self) -> Path:
+        return self.path / ROWS_JSONL
+
+    def rows(self) -> list[dict[str, Any]]:
+        return list(read_rows(self.rows_path)) if self.rows_path.exists() else []
+
+    def write_error(self, row: Row) -> None:
+        try:
+            with RowWriter(self.path) as w:
+                w.write(row)
+        except OSError as err:  # a full disk must not hide the run's own error
+            _warn(f"could not write the error row to {self.rows_path}: {err.strerror or err}")
+
+    def finish(self) -> Path | None:
+        try:
+            return write_parquet(self.path)
+        except OSError as err:
+            (self.path / "rows.parquet.tmp").unlink(missing_ok=True)
+            _warn(f"could not write rows.parquet in {self.path}: {err.strerror or err}")
+            return None
+
+
+def _warn(message: str) -> None:
+    sys.stderr.write(f"gpulane: warning: {message}\n")
+
+
+# Less free space than this where the run directory goes stops a run before it starts:
+# rows, rank logs, the configuration and the Parquet copy of a sweep fit well within it.
+MIN_FREE_BYTES = 8 << 20
+
+
+def disk_note(path: Path) -> str:
+    """'; the filesystem ... is full' when ``path``'s filesystem is (nearly) full, else ''."""
+    try:
+        free = shutil.disk_usage(path).free
+    except OSError:
+        return ""
+    if free >= MIN_FREE_BYTES:
+        return ""
+    return f"; the filesystem of {path} is full ({free >> 10} KiB free)"
+
+
+def build_label(cfg: Any) -> str:
+    if cfg.get("build"):
+        return str(cfg.build)
+    preset = cfg.get("preset")
+    if preset is not None and preset.get("name") not in (None, "none"):
+        return str(preset.name)
+    return socket.gethostname().split(".")[0]
+
+
+def run_env(cfg: Any) -> dict[str, str]:
+    """Preset variables, then the user's env.* on top; values as strings."""
+    env: dict[str, str] = {}
+    preset = cfg.get("preset")
+    if preset is not None and preset.get("env"):
+        env.update({str(k): str(v) for k, v in preset.env.items()})
+    if cfg.get("env"):
+        env.update({str(k): str(v) for k, v in cfg.env.items()})
+    for key in env:
+        if not key.replace("_", "").isalnum():
+            raise InputError(f"env: {key!r} is not a valid environment variable name")
+    return env
+
+
+def make_run_dir(cfg: Any, run_id: str | None = None) -> RunDir:
+    build = build_label(cfg)
+    run_id = run_id or new_run_id(build)
+    root = Path(str(cfg.get("results_dir") or "runs"))
+    path = root / run_id
+    try:
+        path.mkdir(parents=True, exist_ok=run_id is not None)
+        probe = path / ".writable"
+        probe.write_text("")
+        probe.unlink()
+        free = shutil.disk_usage(path).free
+    except OSError as err:
+        raise InputError(
+            f"results_dir: cannot write run directory {path}: {err.strerror or err}; "
+            "choose another with results_dir=PATH"
+        ) from err
+    if free < MIN_FREE_BYTES:
+        with contextlib.suppress(OSError):
+            path.rmdir()
+        raise InputError(
+            f"results_dir: the filesystem of {root} is full ({free >> 10} KiB free, a run "
+            f"needs {MIN_FREE_BYTES >> 20} MiB); free some space or choose another with "
+            "results_dir=PATH"
+        )
+    return RunDir(run_id, path, build)
+
+
+def save_config(cfg: DictConfig, run: RunDir, **extra: Any) -> DictConfig:
+    """The resolved configuration with the run's facts, as every rank will read it."""
+    data = OmegaConf.to_container(cfg, resolve=True)
+    assert isinstance(data, dict)
+    data.update(run_id=run.run_id, build=run.build, **extra)
+    saved = OmegaConf.create(data)
+    # One temporary file per process: under an outer mpirun/srun every rank saves.
+    tmp = run.path / f"{CONFIG_FILE}.{os.getpid()}.tmp"
+    OmegaConf.save(saved, tmp)
+    os.replace(tmp, run.path / CONFIG_FILE)
+    return saved
+
+
+# -- heartbeats: how ranks show progress, written by the ranks, read by watchdogs ---------
+
+
+def alive_path(run_dir: Path, rank: int) -> Path:
+    """The file a rank touches every second while its process runs."""
+    return run_dir / HEARTBEAT_DIR / f"alive-{rank}"
+
+
+def silent_ranks(run_dir: Path, ranks: list[int], older_than_s: float) -> list[int]:
+    """Ranks whose alive beat is older than ``older_than_s`` (or that have none)."""
+    now = time.time()
+    out = []
+    for r in ranks:
+        try:
+            age = now - alive_path(run_dir, r).stat().st_mtime
+        except OSError:
+            continue  # launched by something that does not beat: no verdict
+        if age > older_than_s:
+            out.append(r)
+    return out
+
+
+@dataclass(frozen=True)
+class Heartbeat:
+    rank: int
+    index: int
+    label: str
+    host: str
+    pid: int
+    at: float
+    allow_s: float = 0.0
+
+
+def write_heartbeat(
+    run_dir: Path, rank: int, index: int, label: str, host: str, allow_s: float = 0.0
+) -> None:
+    d = run_dir / HEARTBEAT_DIR
+    d.mkdir(parents=True, exist_ok=True)
+    tmp = d / f".rank-{rank}.tmp"
+    tmp.write_text(f"{index}\t{time.time():.3f}\t{os.getpid()}\t{host}\t{allow_s:.1f}\t{label}\n")
+    os.replace(tmp, d / f"rank-{rank}")
+
+
+def write_rank_error(run_dir: Path, rank: int, exit_code: int, message: str) -> None:
+    """A rank's own account of a user-facing error, so the launcher can show it as is."""
+    d = run_dir / HEARTBEAT_DIR
+    d.mkdir(parents=True, exist_ok=True)
+    (d / f"error-{rank}").write_text(json.dumps({"exit_code": exit_code, "message": message}))
+
+
+def read_rank_errors(run_dir: Path) -> dict[int, tuple[int, str]]:
+    out: dict[int, tuple[int, str]] = {}
+    for f in (run_dir / HEARTBEAT_DIR).glob("error-*"):
+        try:
+            data = json.loads(f.read_text())
+            out[int(f.name.split("-", 1)[1])] = (int(data["exit_code"]), str(data["message"]))
+        except (OSError, ValueError, KeyError):
+            continue
+    return out
+
+
+def read_heartbeats(run_dir: Path) -> dict[int, Heartbeat]:
+    out: dict[int, Heartbeat] = {}
+    d = run_dir / HEARTBEAT_DIR
+    if not d.is_dir():
+        return out
+    for f in d.glob("rank-*"):
+        try:
+            index, at, pid, host, allow, label = f.read_text().rstrip("\n").split("\t", 5)
+            rank = int(f.name.split("-", 1)[1])
+            out[rank] = Heartbeat(rank, int(index), label, host, int(pid), float(at), float(allow))
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+NOTES_FILE = "notes"  # lines ranks leave for the user ("# mpi: ...")
+
+
+def write_note(run_dir: Path, text: str) -> None:
+    """A line for the user from a rank, shown by the session above any launcher."""
+    d = run_dir / HEARTBEAT_DIR
+    d.mkdir(parents=True, exist_ok=True)
+    with open(d / NOTES_FILE, "a", encoding="utf-8") as fh:
+        fh.write(text.rstrip("\n") + "\n")
+
+
+class NoteTail:
+    """The notes ranks wrote since the last call."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.path = run_dir / HEARTBEAT_DIR / NOTES_FILE
+        self.offset = 0
+
+    def read(self) -> list[str]:
+        try:
+            with open(self.path, encoding="utf-8", errors="replace") as fh:
+                fh.seek(self.offset)
+                data = fh.read()
+        except OSError:
+            return []
+        complete = data[: data.rfind("\n") + 1]
+        self.offset += len(complete.encode())
+        return complete.splitlines()

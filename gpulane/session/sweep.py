@@ -1,0 +1,168 @@
+"""A collective sweep as a session: the world and the plan checked before any rank starts,
+then the ranks started by the configured launcher, or (under torchrun, srun or mpirun
+started by the user) this process as one of them."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from gpulane.collectives.plan import build_plan, rounding_notes
+from gpulane.collectives.table import SweepView
+from gpulane.errors import InputError, MissingComponent
+from gpulane.launch.base import Launcher, LaunchSpec
+from gpulane.launch.factory import make_launcher
+from gpulane.rank import RankInfo, discover, make_context, shared_run_id
+from gpulane.rundir import CONFIG_FILE, RunDir, make_run_dir, run_env, save_config
+from gpulane.session.run import RunSession, SessionSpec
+from gpulane.session.world import local_gpus
+
+JOB = "gpulane.collectives.sweep:run_rank"
+
+
+def resolve_world(cfg: Any) -> tuple[int, str]:
+    """(ranks, device) from ranks=auto|N and device=auto|cuda|cpu and the GPUs present."""
+    device = str(cfg.device).lower()
+    backend = str(cfg.backend.name)
+    if backend in ("nccl", "nccl_tests") and device == "cpu":
+        raise InputError(f"backend={backend} needs GPUs; use backend=torch or backend=mpi on CPUs")
+    gpus = local_gpus() if device != "cpu" else 0
+    ranks = cfg.ranks
+    if device == "auto":
+        wanted = gpus if str(ranks) == "auto" else int(ranks)
+        device = "cuda" if gpus >= 1 and gpus >= wanted else "cpu"
+        if device == "cpu" and backend in ("nccl", "nccl_tests"):
+            raise MissingComponent(f"backend={backend} needs GPUs and torch sees none")
+    n = (gpus if device == "cuda" else 2) if str(ranks) == "auto" else int(ranks)
+    if device == "cuda":
+        if gpus == 0:
+            raise MissingComponent("device=cuda but no GPU is visible; use device=cpu")
+        if n > gpus:
+            raise InputError(
+                f"ranks={n} but this host has {gpus} GPU(s); use ranks<={gpus} or device=cpu"
+            )
+    return n, device
+
+
+def session_for(cfg: Any, run: RunDir, env: dict[str, str], ranks: int, device: str) -> RunSession:
+    plan = build_plan(cfg, device == "cuda")
+    view = SweepView(plan.lines, len(plan.placements))
+    spec = SessionSpec(
+        command="sweep",
+        kind="collective",
+        backend=str(cfg.backend.name),
+        description=f"{cfg.backend.name} on {ranks} {device} ranks",
+        world_size=ranks,
+        header=[f"# note: {note}" for note in rounding_notes(plan, ranks)],
+    )
+    return RunSession(run, spec, view, env, progress=bool(cfg.progress))
+
+
+def run_sweep(cfg: DictConfig) -> int:
+    """``gpulane sweep``: one run directory, one launch, one table."""
+    if cfg.get("resume"):
+        return resume(cfg)
+    info = discover()
+    if info is not None and info.launcher != "gpulane":
+        return in_process(cfg, info)
+    backend = str(cfg.backend.name)
+    if backend == "nccl_tests":
+        from gpulane.session.nccl_tests import run_nccl_tests
+
+        return run_nccl_tests(cfg)
+    env = run_env(cfg)
+    if str(cfg.launcher.name) == "slurm":
+        # The GPUs are on the compute nodes, not here: the ranks resolve the world.
+        return run_slurm(cfg, make_run_dir(cfg), env, JOB)
+    ranks, device = resolve_world(cfg)
+    plan = build_plan(cfg, device == "cuda")
+    if plan.timing.graph and device != "cuda":
+        raise InputError("graph: CUDA graphs need GPUs; set graph=false on CPUs")
+    launcher = make_launcher(cfg, device, needs_mpi=True)
+    run = make_run_dir(cfg)
+    saved = save_config(cfg, run, world_size=ranks, device=device, nodes=1)
+    return launch_job(saved, run, env, JOB, ranks, device, launcher)
+
+
+def launch_job(
+    cfg: Any,
+    run: RunDir,
+    env: dict[str, str],
+    job: str,
+    world: int,
+    device: str,
+    launcher: Launcher | None = None,
+) -> int:
+    """``world`` ranks of ``job`` by the configured launcher, shown as a sweep; ``cfg`` is
+    the configuration saved in ``run``."""
+    launcher = launcher or make_launcher(cfg, device, needs_mpi=True)
+    session = session_for(cfg, run, env, world, device)
+    spec = LaunchSpec(run.path, world, env, float(cfg.timeout_s), job=job, run_id=run.run_id)
+    return session.run_launch(launcher, spec)
+
+
+def run_slurm(cfg: DictConfig, run: RunDir, env: dict[str, str], job: str) -> int:
+    """One Slurm job of nodes x tasks_per_node ranks of ``job`` into ``run``."""
+    from gpulane.launch.slurm.settings import settings
+
+    s = settings(cfg)
+    build_plan(cfg, on_device=True)  # bad input stops here, before anything is queued
+    device = str(cfg.get("device") or "auto")
+    if device == "auto":
+        device = "cuda" if s.gpus_per_node else "cpu"
+    saved = save_config(cfg, run, world_size=s.world_size, nodes=s.nodes, device=device)
+    return launch_job(saved, run, env, job, s.world_size, device)
+
+
+def resume(cfg: DictConfig) -> int:
+    """Measure only what a run directory is missing, with that run's own configuration."""
+    path = Path(str(cfg.resume))
+    if not (path / CONFIG_FILE).is_file():
+        raise InputError(f"resume: {path} is not a gpulane run directory (no {CONFIG_FILE})")
+    saved = OmegaConf.load(path / CONFIG_FILE)
+    assert isinstance(saved, DictConfig)
+    saved.resume = True
+    if str(saved.launcher.name) != "local" or str(saved.backend.name) == "nccl_tests":
+        raise InputError("resume: only runs of the local launcher can be resumed here")
+    run = RunDir(str(saved.run_id), path, str(saved.build))
+    tmp = path / (CONFIG_FILE + ".tmp")
+    OmegaConf.save(saved, tmp)  # the ranks read resume=true from here
+    os.replace(tmp, path / CONFIG_FILE)
+    ranks, device = int(saved.world_size), str(saved.device)
+    session = session_for(saved, run, run_env(saved), ranks, device)
+    session.spec.header.insert(0, f"# resuming {run.run_id}: {len(run.rows())} rows on disk")
+    spec = LaunchSpec(
+        run.path, ranks, run_env(saved), float(saved.timeout_s), job=JOB, run_id=run.run_id
+    )
+    return session.run_launch(make_launcher(saved, device), spec)
+
+
+def in_process(cfg: DictConfig, info: RankInfo) -> int:
+    """Started by torchrun, srun or mpirun: this process is one rank; rank 0 prints."""
+    from gpulane.collectives.sweep import run_rank
+
+    env = run_env(cfg)
+    os.environ.update(env)
+    run = make_run_dir(cfg, run_id=shared_run_id())
+    saved = save_config(cfg, run, world_size=info.world_size, device=str(cfg.device), nodes=None)
+    ctx = make_context(info, run.path)
+    device = "cuda" if str(cfg.device) != "cpu" and local_gpus() > 0 else "cpu"
+    if not ctx.is_leader:
+        run_rank(saved, ctx)
+        return 0
+    session = session_for(saved, run, env, info.world_size, device)
+    session.display.print(
+        f"# gpulane sweep: rank 0 of {info.world_size} ({info.launcher}), run {run.run_id}"
+    )
+
+    def show(row: Any) -> None:
+        for line in session.view.add(row.to_dict()):
+            session.display.print(line)
+
+    run_rank(saved, ctx, on_row=show)
+    for line in session.view.flush():
+        session.display.print(line)
+    return session.conclude(None)

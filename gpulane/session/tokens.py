@@ -1,0 +1,70 @@
+"""A token-rate run as a session: the shapes, tp x pp and memory checked before any rank
+starts, then tp x pp ranks of the decoder on this host, a line per decode configuration
+and the table at the end. ``engine=vllm`` runs vLLM's own benchmark instead."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from omegaconf import DictConfig
+
+from gpulane.errors import InputError
+from gpulane.inference.plan import check_memory, resolve
+from gpulane.inference.runner import configs
+from gpulane.inference.table import TokensView
+from gpulane.launch.base import LaunchSpec
+from gpulane.launch.local import LocalLauncher
+from gpulane.rundir import make_run_dir, run_env, save_config
+from gpulane.session.run import RunSession, SessionSpec
+from gpulane.session.world import local_gpus, local_path_label
+
+JOB = "gpulane.inference.runner:run_rank"
+
+
+def run_tokens(cfg: DictConfig) -> int:
+    engine = str(cfg.get("engine") or "gpulane")
+    if engine == "vllm":
+        from gpulane.inference.vllm_bench import run_vllm
+
+        return run_vllm(cfg)
+    if engine != "gpulane":
+        raise InputError(f"engine: expected gpulane or vllm, got {engine!r}")
+    shape, full_layers, tp, pp, device = resolve(cfg, local_gpus())
+    runs = configs(cfg)  # validates batch, input_len, output_len
+    memory_line = check_memory(cfg, shape, full_layers, tp, pp, device)
+    env = run_env(cfg)
+    run = make_run_dir(cfg)
+    world = tp * pp
+    saved = save_config(
+        cfg,
+        run,
+        shape=shape.to_dict(),
+        full_layers=full_layers,
+        tp=tp,
+        pp=pp,
+        world_size=world,
+        device=device,
+        path=local_path_label(device, world),
+        nodes=1,
+    )
+    layers_note = (
+        f", {shape.num_layers} of {full_layers} layers (figures also scaled to all)"
+        if shape.num_layers != full_layers
+        else ""
+    )
+    spec = SessionSpec(
+        command="tokens",
+        kind="tokens",
+        backend="torch-nccl" if device == "cuda" else "torch-gloo",
+        description=f"{shape.name} tp={tp} pp={pp} on {world} {device} ranks{layers_note}",
+        world_size=world,
+        row_fields=_row_fields(saved),
+        header=[f"# {memory_line}"],
+    )
+    session = RunSession(run, spec, TokensView(len(runs)), env, progress=bool(cfg.progress))
+    launch = LaunchSpec(run.path, world, env, float(cfg.timeout_s), job=JOB, run_id=run.run_id)
+    return session.run_launch(LocalLauncher(), launch)
+
+
+def _row_fields(cfg: Any) -> dict[str, Any]:
+    return {"model": str(cfg.shape.name), "tp": int(cfg.tp), "pp": int(cfg.pp)}
