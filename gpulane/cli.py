@@ -19,7 +19,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "sweep": ("gpulane.collectives.command:main", "collective sweep (Hydra overrides)"),
     "copy": ("gpulane.transfers.command:main", "host<->device and peer copy bandwidth"),
     "tokens": ("gpulane.inference.command:main", "TP/PP decode and prefill token rates"),
-    "advise": ("gpulane.analysis.advise_command:main", "TP vs PP recommendation"),
+    "advise": ("gpulane.planning.command:main", "TP vs PP recommendation"),
     "topo": ("gpulane.topology.command:main", "GPU/NIC topology, path labels, PCIe links"),
     "parse": ("gpulane.parse_command:main", "import nccl-tests, bandwidthTest, vLLM output"),
     "results": ("gpulane.analysis.results_command:main", "list and filter stored rows"),
