@@ -24,7 +24,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "sweep": ("gpulane.commands.sweep:main", "collective sweep (Hydra overrides)"),
     "copy": ("gpulane.commands.copy:main", "host<->device and peer copy bandwidth"),
     "tokens": ("gpulane.commands.tokens:main", "TP/PP decode and prefill token rates"),
-    "advise": ("gpulane.analysis.advise_command:main", "TP vs PP recommendation"),
+    "advise": ("gpulane.commands.advise:main", "TP vs PP recommendation"),
     "topo": ("gpulane.topology.command:main", "GPU/NIC topology, path labels, PCIe links"),
     "parse": ("gpulane.parse_command:main", "import nccl-tests, bandwidthTest, vLLM output"),
     "results": ("gpulane.commands.results:main", "list and filter stored rows"),

@@ -19,10 +19,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from gpulane.analysis import advise as A
 from gpulane.analysis.store import find_run_dirs, load_frame, records
 from gpulane.collectives.nccl_tests_parse import rows_from_file
 from gpulane.inference.shapes import dtype_bytes, shape_from_config
+from gpulane.planning.comm import Comms, MeasuredComm, Projection
+from gpulane.planning.compute import Compute, GpuSpec, calibrate
+from gpulane.planning.placement import place, topology_from_json
+from gpulane.planning.predict import Workload, predict
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -98,10 +101,10 @@ def main(argv: list[str] | None = None) -> int:
 
     shape = _model(args.model)
     dbytes = dtype_bytes("bf16")
-    gpu = A.GpuSpec("H200", args.hbm_gbps, args.tflops, 140.4)
+    gpu = GpuSpec("H200", args.hbm_gbps, args.tflops, 140.4)
     import json
 
-    topo = A.topology_from_json(json.loads(Path(args.topology).read_text()))
+    topo = topology_from_json(json.loads(Path(args.topology).read_text()))
     coll = [r for r in records(load_frame(args.collectives)) if r.get("kind") == "collective"]
     for spec in args.log:
         build, _, path = spec.partition("=")
@@ -109,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
             coll += [r.to_dict() for r in rows_from_file(path, build=build)]
     tokens = measured_rows(args.tokens)
     calib_rows = measured_rows(args.calibrate) if args.calibrate else []
-    proj = A.Projection({"nvlink": 0.72, "pcie": 0.8}, {"nvlink": 6.0, "pcie": 10.0})
+    proj = Projection({"nvlink": 0.72, "pcie": 0.8}, {"nvlink": 6.0, "pcie": 10.0})
 
     print(f"# model {shape.name}, output_len {args.output_len}, bf16, 2 x H200 "
           f"(HBM {gpu.hbm_gbps:.0f} GB/s, {gpu.tflops:.0f} TFLOP/s)")  # fmt: skip
@@ -123,16 +126,16 @@ def main(argv: list[str] | None = None) -> int:
         if not rows:
             print(f"| {build} | no collective rows | | | | | | | | | |")
             continue
-        comms = A.Comms(A.MeasuredComm(rows, build), proj)
+        comms = Comms(MeasuredComm(rows, build), proj)
         for input_len in _ints(args.input_len):
             for batch in _ints(args.batch):
-                compute = A.Compute(gpu)
+                compute = Compute(gpu)
                 if calib_rows:
-                    compute = A.calibrate(compute, shape, calib_rows, batch, input_len, dbytes)
+                    compute = calibrate(compute, shape, calib_rows, batch, input_len, dbytes)
                 fits[f"batch {batch} input {input_len}: {compute.source}"] = None
-                wl = A.Workload(batch, input_len, args.output_len, dbytes)
+                wl = Workload(batch, input_len, args.output_len, dbytes)
                 for tp, pp in ((2, 1), (1, 2)):
-                    p = A.predict(shape, tp, pp, wl, comms, compute, A.place(topo, 2, tp, pp),
+                    p = predict(shape, tp, pp, wl, comms, compute, place(topo, 2, tp, pp),
                                   gpu.memory_gib)  # fmt: skip
                     if p.decode is None or p.prefill is None:
                         print(f"| {build} | {p.name} | {batch} | {input_len} | does not fit |")

@@ -1,4 +1,7 @@
-"""Decode step time against the HBM roofline: weight bytes per GPU / device copy bandwidth.
+"""Decode step time against the HBM roofline: the bytes a step moves on a GPU
+(:func:`gpulane.inference.roofline.step_cost`: weights once without the embedding table,
+the embedding rows, the KV cache read and written, activations; ``docs/roofline.md``)
+over the device copy bandwidth.
 
 usage: python benchmarks/inference/roofline.py COPY_BW_JSON RUN_DIR
 """
@@ -7,10 +10,16 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
+import yaml
+
+from gpulane.inference.memory import cache_len
+from gpulane.inference.roofline import step_cost
+from gpulane.inference.shapes import dtype_bytes, shape_from_config
 from gpulane.record import read_rows
 
-GiB = float(1 << 30)
+CONF = Path(__file__).resolve().parents[2] / "gpulane" / "conf" / "model"
 
 
 def main() -> int:
@@ -24,8 +33,15 @@ def main() -> int:
         print("no decode rows", file=sys.stderr)
         return 1
     for r in rows:
-        weights = float(r["extra"]["weights_gib_per_gpu"]) * GiB
-        roof_ms = weights / (gbps * 1e9) * 1e3
+        config = yaml.safe_load((CONF / f"{r['model']}.yaml").read_text())
+        shape = shape_from_config(config).with_layers(int(r["layers"]))
+        ctx = cache_len(int(r["input_len"]), int(r["output_len"]))
+        # the busiest rank: stage 0 of a pipeline (the first stages take the extra layer)
+        cost = step_cost(
+            shape, "decode", int(r["batch"]), ctx, dtype_bytes(str(r["dtype"])),
+            int(r["tp"]), int(r["pp"]), 0,
+        )  # fmt: skip
+        roof_ms = cost.memory_s(gbps) * 1e3
         step_ms = float(r["time_us"]) / 1e3
         p50 = float(r["itl_ms_p50"])
         print(
@@ -35,7 +51,10 @@ def main() -> int:
                     "tp": r["tp"],
                     "batch": r["batch"],
                     "input_len": r["input_len"],
-                    "weight_bytes_per_gpu": int(weights),
+                    "context": ctx,
+                    "step_bytes": int(cost.bytes),
+                    "weight_bytes": int(cost.weight_bytes),
+                    "kv_read_bytes": int(cost.kv_read_bytes),
                     "copy_gbps": round(gbps, 1),
                     "roofline_ms": round(roof_ms, 3),
                     "step_ms_mean": round(step_ms, 3),

@@ -1,0 +1,209 @@
+"""Collective times inside a step: from a build's measured curves (``gpulane sweep`` or
+nccl-tests rows: time over size, interpolated log-log with
+:class:`gpulane.analysis.join.Curve`, linear in size above the largest measured size), or,
+for a path nothing measured, projected from the path's expected bandwidth
+(:mod:`gpulane.topology.bandwidth`)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from gpulane.analysis.join import Curve, build_curves
+from gpulane.errors import InputError
+from gpulane.topology.paths import label_kind
+
+# Which measured rows to trust first for a collective inside a step: CUDA-graph replays
+# (how decode runs), then nccl-tests' back-to-back device timing, then the others.
+BACKEND_ORDER = ("nccl-tests", "nccl", "torch-nccl", "mpi")
+
+
+@dataclass(frozen=True)
+class CommTime:
+    time_us: float
+    source: str  # "measured ...", "projected ..."
+    extrapolated: bool = False
+
+
+def curve_time(curve: Curve, size: int) -> tuple[float, bool]:
+    """Time at ``size`` on a measured curve: log-log inside (Curve.at), the smallest
+    size's time below (latency-bound), linear in size above the largest (bandwidth-bound).
+    The flag says the size was outside the measured range."""
+    if size > curve.sizes[-1]:
+        return curve.times_us[-1] * size / curve.sizes[-1], True
+    t, _bw, outside = curve.at(size)
+    return t, outside
+
+
+def busbw_factor(op: str, n: int) -> float:
+    if op == "all_reduce":
+        return 2 * (n - 1) / n
+    if op in ("all_gather", "reduce_scatter", "alltoall"):
+        return (n - 1) / n
+    return 1.0
+
+
+def _clean(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A row with pandas' missing values (NaN, NA) as None."""
+    out: dict[str, Any] = {}
+    for k, v in row.items():
+        if (isinstance(v, float) and math.isnan(v)) or v.__class__.__name__ in (
+            "NAType",
+            "NaTType",
+        ):
+            v = None
+        out[str(k)] = v
+    return out
+
+
+@dataclass
+class _Group:
+    label: str
+    curve: Curve
+    paths: frozenset[str]
+
+
+class MeasuredComm:
+    """Collective curves of one build, per (op, ranks), from result rows.
+
+    Rows are grouped by (backend, graph) and each group's curve is built by
+    :func:`gpulane.analysis.join.build_curves` (median per size, bf16 preferred). A size is
+    timed on the first group, in order of preference (graph replays, then
+    :data:`BACKEND_ORDER`), whose measured range covers it; else on the group that reaches
+    the largest size (linear in size beyond it).
+    Send times come from ``sendrecv`` rows, else from a 2-rank all_gather of twice the
+    message (each rank sends half of the gathered buffer), else from nothing.
+    """
+
+    def __init__(self, rows: Iterable[Mapping[str, Any]], build: str | None = None) -> None:
+        coll = [_clean(r) for r in rows if r.get("kind") == "collective"]
+        builds = sorted({str(r.get("build")) for r in coll})
+        if build is None and len(builds) > 1:
+            raise InputError(
+                f"advise: the collective rows hold several builds ({', '.join(builds)}); "
+                "choose one with build=LABEL"
+            )
+        self.build = build if build is not None else (builds[0] if builds else None)
+        coll = [r for r in coll if str(r.get("build")) == str(self.build)]
+        self.groups: dict[tuple[str, int], list[_Group]] = {}
+        by_group: dict[tuple[str, bool], list[dict[str, Any]]] = {}
+        for r in coll:
+            by_group.setdefault((str(r.get("backend")), bool(r.get("graph"))), []).append(r)
+
+        def rank(key: tuple[str, bool]) -> tuple[int, int, str]:
+            backend, graph = key
+            order = BACKEND_ORDER.index(backend) if backend in BACKEND_ORDER else 99
+            return (0 if graph else 1, order, backend)
+
+        for key in sorted(by_group, key=rank):
+            group_rows = by_group[key]
+            # build_curves keeps all_reduce/all_gather only: sendrecv curves ride along
+            # under a stand-in op name and are put back under their own.
+            stand_in = [
+                {**r, "op": "all_reduce", "build": "sendrecv"}
+                for r in group_rows
+                if r.get("op") == "sendrecv"
+            ]
+            curves = build_curves([*group_rows, *stand_in])
+            for (b, op, n), curve in curves.items():
+                name = "sendrecv" if b == "sendrecv" else op
+                paths = frozenset(
+                    str(r["path"])
+                    for r in group_rows
+                    if r.get("path") and r.get("op") == name and r.get("world_size") == n
+                )
+                label = f"{key[0]}{' graph' if key[1] else ''} {curve.dtype or ''}".strip()
+                self.groups.setdefault((name, n), []).append(_Group(label, curve, paths))
+
+    def peak_busbw(self, op: str, n: int) -> float | None:
+        """The largest bus bandwidth measured for ``op`` over ``n`` ranks (GB/s)."""
+        best = None
+        for g in self.groups.get((op, n), []):
+            for size, t in zip(g.curve.sizes, g.curve.times_us, strict=True):
+                bw = size / (t * 1e3) * busbw_factor(op, n)
+                best = bw if best is None or bw > best else best
+        return best
+
+    def has(self, op: str, n: int) -> bool:
+        return bool(self.groups.get((op, n)))
+
+    def paths(self, op: str, n: int) -> frozenset[str]:
+        return frozenset().union(*(g.paths for g in self.groups.get((op, n), [])))
+
+    def time(self, op: str, n: int, size: int) -> CommTime | None:
+        groups = self.groups.get((op, n))
+        if op == "send" and n == 2:
+            if self.has("sendrecv", 2):
+                return self.time("sendrecv", 2, size)
+            got = self.time("all_gather", 2, 2 * size)
+            if got is None:
+                return None
+            return CommTime(
+                got.time_us, got.source + " (as 2-rank all_gather of 2x)", got.extrapolated
+            )
+        if not groups:
+            return None
+        chosen = next((g for g in groups if g.curve.sizes[0] <= size <= g.curve.sizes[-1]), None)
+        if chosen is None:  # outside every range: the one that reaches closest
+            below = size < min(g.curve.sizes[0] for g in groups)
+            chosen = groups[0] if below else max(groups, key=lambda g: g.curve.sizes[-1])
+        t, outside = curve_time(chosen.curve, size)
+        return CommTime(t, f"measured {chosen.label}", outside)
+
+
+@dataclass(frozen=True)
+class Projection:
+    """Collective time from a path's expected bandwidth: latency + bytes / bandwidth."""
+
+    efficiency: Mapping[str, float]  # path kind (nvlink, pcie) -> fraction of line rate
+    latency_us: Mapping[str, float]  # path kind -> per-call latency
+
+    def time(self, op: str, n: int, size: int, label: str | None, gbps: float | None) -> CommTime:
+        if gbps is None or label is None:
+            raise InputError(
+                f"advise: no measured {op} over {n} ranks and no expected bandwidth for the "
+                "path to project it from; give run=/build= with that collective, or "
+                "topology= (a gpulane topo --json file) to project from"
+            )
+        kind = "nvlink" if label_kind(label) == "nvlink" else "pcie"
+        eff = float(self.efficiency.get(kind, 1.0))
+        lat = float(self.latency_us.get(kind, 10.0))
+        t = lat + size * busbw_factor(op, n) / (eff * gbps * 1e3)
+        return CommTime(t, f"projected {label} {gbps:.1f} GB/s x {eff:.2f}")
+
+
+@dataclass
+class Comms:
+    """Where a collective's time comes from: measured curves of the build where they
+    cover the op, ranks and path, else the projection from the placement's paths."""
+
+    measured: MeasuredComm | None
+    projection: Projection
+    projected_only: bool = False  # what-if: never use the measured curves
+
+    def time(self, op: str, n: int, size: int, label: str | None, gbps: float | None) -> CommTime:
+        m = self.measured
+        if m is not None and not self.projected_only:
+            if op == "send":
+                paths = m.paths("sendrecv" if m.has("sendrecv", 2) else "all_gather", 2)
+            else:
+                paths = m.paths(op, n)
+            if label is None or not paths or label in paths:
+                got = m.time(op, n, size)
+                if got is not None:
+                    return got
+        return self.projection.time(op, n, size, label, gbps)
+
+    def link(self, n: int, label: str | None, gbps: float | None) -> tuple[float | None, str]:
+        """The bandwidth the rule of thumb compares with: the build's peak measured
+        all-reduce bus bandwidth over ``n`` ranks where measured, else the path's."""
+        m = self.measured
+        if m is not None and not self.projected_only:
+            paths = m.paths("all_reduce", n)
+            if label is None or not paths or label in paths:
+                peak = m.peak_busbw("all_reduce", n)
+                if peak is not None:
+                    return peak, "peak measured all-reduce busbw"
+        return gbps, f"expected {label} bandwidth" if label else "unknown"

@@ -1,0 +1,116 @@
+"""What the advisor reads: collective and token rows (run directories, rows files,
+nccl-tests logs, run ids or build labels), the topology, the GPU model, and, when
+nothing was measured, the collectives measured now by ``gpulane sweep`` in a child
+process (planning never imports a command)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from gpulane.analysis.store import find_run_dirs, find_topology, load_frame, records
+from gpulane.analysis.store import load_topology as read_topology_file
+from gpulane.errors import RunFailed
+from gpulane.planning.placement import topology_from_json
+from gpulane.topology.model import Topology
+
+ROWS_SUFFIXES = (".jsonl", ".parquet")
+# The sweeps measure_now runs per rank count: (CUDA graphs, largest size). Graph replays
+# time what a decode step pays up to 64 MiB; the eager sweep reaches prefill's sizes.
+MEASURE_PASSES: tuple[tuple[bool, str], ...] = ((True, "64M"), (False, "1G"))
+
+
+def paths_of(value: Any) -> list[str]:
+    """A list or a comma string of paths (run=), as a list."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [p for p in value.split(",") if p]
+    return [str(p) for p in value]
+
+
+def load_rows(
+    targets: Sequence[str], build: str | None, results_dir: str
+) -> tuple[list[dict[str, Any]], list[Path]]:
+    """Rows of run directories, rows files, nccl-tests logs, run ids or build labels; and
+    the paths they came from (to look for a topology.json beside them)."""
+    from gpulane.analysis.store import resolve_targets
+
+    rows: list[dict[str, Any]] = []
+    paths: list[Path] = []
+    for target in targets:
+        p = Path(target)
+        if p.is_file() and not p.name.endswith(ROWS_SUFFIXES):
+            from gpulane.collectives.nccl_tests_parse import rows_from_file
+
+            label = build or p.stem
+            rows += [r.to_dict() for r in rows_from_file(p, build=label)]
+            paths.append(p)
+        elif p.exists():
+            rows += records(load_frame([p]))
+            paths.append(p)
+        else:
+            for _label, frame in resolve_targets([target], results_dir):
+                rows += records(frame)
+                paths += [Path(d) for d in sorted(set(frame["run_dir"].dropna()))]
+    return rows, paths
+
+
+def measure_now(
+    ranks: Sequence[int],
+    build: str,
+    results_dir: str | Path,
+    device: str = "cuda",
+    passes: Sequence[tuple[bool, str]] = MEASURE_PASSES,
+) -> list[str]:
+    """Run ``gpulane sweep`` (``python -m gpulane``) for the collectives the splits need,
+    over each of ``ranks``; the run directories it made under ``results_dir``."""
+    root = Path(results_dir)
+    before = set(find_run_dirs(root))
+    for n in sorted(set(ranks)):
+        ops = "[all_reduce,all_gather,sendrecv]" if n == 2 else "[all_reduce,all_gather]"
+        for graph, top in passes:
+            cmd = [
+                sys.executable, "-m", "gpulane", "sweep", f"collectives={ops}",
+                "dtype=bfloat16", "in_place=true", f"graph={str(graph).lower()}",
+                "sizes.min=8", f"sizes.max={top}", f"ranks={n}", f"device={device}",
+                f"build={build}", f"results_dir={root}", "progress=false",
+            ]  # fmt: skip
+            print("# measuring: " + " ".join(cmd[3:]), flush=True)
+            status = subprocess.call(cmd)
+            if status:
+                raise RunFailed(f"advise: measuring the collectives failed ({' '.join(cmd[3:])})")
+    return [str(d) for d in sorted(set(find_run_dirs(root)) - before)]
+
+
+def load_topology(spec: str, paths: Sequence[Path]) -> tuple[Topology | None, str]:
+    """The topology ``spec`` names (none, live, auto: a topology.json beside the rows, or
+    a file), and where it came from in words."""
+    if spec == "none":
+        return None, "none"
+    if spec == "live":
+        from gpulane.topology.live import probe_topology
+
+        return probe_topology(), "live probe"
+    if spec == "auto":
+        found = find_topology(paths)
+        if found is None:
+            return None, "none found beside the rows"
+        return topology_from_json(read_topology_file(found)), str(found)
+    return topology_from_json(read_topology_file(spec)), spec
+
+
+def gpu_model(topo: Topology | None, rows: Sequence[dict[str, Any]]) -> str | None:
+    """The GPU model the topology or the rows name, if any."""
+    if topo is not None:
+        for g in topo.gpus:
+            if g.model:
+                return g.model
+    for r in rows:
+        versions = r.get("versions")
+        if isinstance(versions, dict) and versions.get("gpu"):
+            return str(versions["gpu"])
+    return None
