@@ -18,6 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+CONFIG_FILE = "config.yaml"  # the run's saved configuration, read by every rank
 ROWS_JSONL = "rows.jsonl"
 ROWS_PARQUET = "rows.parquet"
 

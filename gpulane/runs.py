@@ -20,8 +20,15 @@ from omegaconf import DictConfig, OmegaConf
 
 from gpulane.errors import InputError
 from gpulane.launch.env import hostname
-from gpulane.launch.worker import CONFIG_FILE
-from gpulane.record import ROWS_JSONL, Row, RowWriter, new_run_id, read_rows, write_parquet
+from gpulane.record import (
+    CONFIG_FILE,
+    ROWS_JSONL,
+    Row,
+    RowWriter,
+    new_run_id,
+    read_rows,
+    write_parquet,
+)
 
 
 @dataclass

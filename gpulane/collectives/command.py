@@ -17,8 +17,7 @@ from gpulane.hydra_app import comma_lists, run_hydra
 from gpulane.launch.context import make_context
 from gpulane.launch.env import discover
 from gpulane.launch.local import launch_local
-from gpulane.launch.worker import CONFIG_FILE
-from gpulane.record import Row
+from gpulane.record import CONFIG_FILE, Row
 from gpulane.runs import (
     RunDir,
     Terminated,

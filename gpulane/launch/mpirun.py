@@ -28,6 +28,7 @@ from gpulane.launch.context import LOG_DIR, read_heartbeats
 from gpulane.launch.env import free_port
 from gpulane.launch.local import POLL_S, LaunchResult, describe_exit, find_stall, log_path, tail
 from gpulane.launch.worker import command as worker_command
+from gpulane.mpi_info import INSTALL_HINT, MPI_HINT, mpi_flavor
 
 MPIRUN_LOG = "mpirun.log"
 # Variables that say "you are rank N" to gpulane: a launcher's own must not leak into the ranks.
@@ -77,8 +78,6 @@ def find_mpirun(command: str) -> str:
 
 def mpirun_flavor(exe: str) -> str:
     """Which MPI an mpirun belongs to, from ``mpirun --version``."""
-    from gpulane.collectives.mpi_backend import mpi_flavor
-
     try:
         out = subprocess.run(
             [exe, "--version"],
@@ -128,8 +127,6 @@ def probe_mpi4py(python: str, env: Mapping[str, str]) -> Mpi4pyInfo:
 
 def check_mpi4py(info: Mpi4pyInfo, flavor: str, exe: str) -> None:
     """One clear error when the ranks' mpi4py cannot work under this mpirun."""
-    from gpulane.collectives.mpi_backend import INSTALL_HINT, MPI_HINT, mpi_flavor
-
     if info.library is None:
         err = info.error or ""
         if "No module named" in err and "mpi4py" in err:

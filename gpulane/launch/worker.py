@@ -18,8 +18,7 @@ from omegaconf import OmegaConf
 from gpulane.errors import GpulaneError
 from gpulane.launch.context import RankContext, make_context, write_rank_error
 from gpulane.launch.env import discover
-
-CONFIG_FILE = "config.yaml"
+from gpulane.record import CONFIG_FILE
 
 
 def command(job: str, run_dir: str | Path) -> list[str]:
