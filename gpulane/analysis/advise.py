@@ -41,7 +41,7 @@ from typing import Any
 from gpulane.analysis.join import Curve, build_curves
 from gpulane.errors import InputError
 from gpulane.inference.memory import OVERHEAD_BYTES, GiB, MemoryEstimate, cache_len, estimate
-from gpulane.inference.runner import prefill_chunks
+from gpulane.inference.runner.plan import prefill_chunks
 from gpulane.inference.shapes import ModelShape
 from gpulane.inference.sharding import (
     CommCall,

@@ -20,7 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from gpulane.analysis import advise as A
 from gpulane.errors import InputError, RunFailed
-from gpulane.inference.runner import as_list
+from gpulane.inference.runner.plan import as_list
 from gpulane.inference.shapes import dtype_bytes, shape_from_config
 from gpulane.topology.model import Topology
 

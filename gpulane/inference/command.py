@@ -2,7 +2,7 @@
 
 The front checks the shapes against tp and pp, estimates the memory per GPU against what
 the GPU has (refusing with the largest batch or layer count that fits), starts tp x pp
-ranks of :func:`gpulane.inference.runner.run_rank` and prints the table of results.
+ranks of :func:`gpulane.inference.runner.rank.run_rank` and prints the table of results.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from gpulane.errors import InputError, MissingComponent, RunFailed
 from gpulane.hydra_app import comma_lists, run_hydra
 from gpulane.inference.kernels import ATTENTION_BACKENDS
 from gpulane.inference.memory import OVERHEAD_BYTES, GiB, cache_len, check_fits
-from gpulane.inference.runner import configs
+from gpulane.inference.runner.plan import configs
 from gpulane.inference.shapes import ModelShape, dtype_bytes, shape_from_config
 from gpulane.inference.sharding import check_parallel
 from gpulane.launch.local import launch_local
@@ -34,7 +34,7 @@ from gpulane.runs import (
 )
 from gpulane.units import format_size
 
-JOB = "gpulane.inference.runner:run_rank"
+JOB = "gpulane.inference.runner.rank:run_rank"
 CPU_OVERHEAD = 1 << 29
 
 

@@ -1,0 +1,64 @@
+"""Which (input_len, output_len, batch) configurations run, in which order, and how a
+batch is split into prefill chunks and decode micro-batches."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from gpulane.errors import InputError
+
+
+def as_list(value: Any, what: str) -> list[int]:
+    """``[1, 8]``, ``8`` or ``"1,8"`` as a list of whole numbers >= 1."""
+    if isinstance(value, str):
+        parts: list[Any] = [p for p in value.replace(" ", "").split(",") if p]
+    elif isinstance(value, (list, tuple)) or hasattr(value, "__iter__"):
+        parts = list(value)
+    else:
+        parts = [value]
+    out = []
+    for p in parts:
+        try:
+            n = int(p)
+        except (TypeError, ValueError):
+            raise InputError(f"{what}: expected whole numbers, got {value!r}") from None
+        if isinstance(p, bool) or n < 1 or str(p).strip() not in (str(n), f"{n}.0"):
+            raise InputError(f"{what}: expected whole numbers >= 1, got {value!r}")
+        out.append(n)
+    if not out:
+        raise InputError(f"{what}: expected at least one value")
+    return out
+
+
+def configs(cfg: Any) -> list[tuple[int, int, int]]:
+    """(input_len, output_len, batch) in run order."""
+    return list(
+        itertools.product(
+            as_list(cfg.input_len, "input_len"),
+            as_list(cfg.output_len, "output_len"),
+            as_list(cfg.batch, "batch"),
+        )
+    )
+
+
+def micro_batch_count(cfg: Any, pp: int, batch: int) -> int:
+    m = cfg.get("micro_batches", "auto")
+    n = pp if str(m) == "auto" else int(m)
+    return max(1, min(n, batch))
+
+
+def split_rows(batch: int, parts: int) -> list[slice]:
+    base, extra = divmod(batch, parts)
+    out, start = [], 0
+    for j in range(parts):
+        n = base + (1 if j < extra else 0)
+        out.append(slice(start, start + n))
+        start += n
+    return [r for r in out if r.stop > r.start]
+
+
+def prefill_chunks(batch: int, input_len: int, chunk_tokens: int, min_chunks: int) -> list[slice]:
+    per = max(1, chunk_tokens // max(input_len, 1))
+    parts = max(min_chunks, -(-batch // per))
+    return split_rows(batch, min(parts, batch))
