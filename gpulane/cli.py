@@ -29,7 +29,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "parse": ("gpulane.parse_command:main", "import nccl-tests, bandwidthTest, vLLM output"),
     "results": ("gpulane.commands.results:main", "list and filter stored rows"),
     "compare": ("gpulane.commands.compare:main", "compare builds or runs side by side"),
-    "accept": ("gpulane.analysis.accept_command:main", "acceptance run checked against rules"),
+    "accept": ("gpulane.commands.accept:main", "acceptance run checked against rules"),
     "report": ("gpulane.commands.report:main", "HTML report of a run"),
     "join": ("gpulane.commands.join:main", "token rates beside collective rows"),
     "trace": ("gpulane.commands.trace:main", "copy bandwidth from profiler traces"),

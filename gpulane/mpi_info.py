@@ -1,5 +1,8 @@
-"""Which MPI a version string belongs to, and what to install: pure text, shared by the
-mpirun launcher (which starts MPI) and the mpi4py backend (which runs on it)."""
+"""Which MPI a version string names, and what to install when there is none.
+
+Pure text, no mpi4py: the mpirun launcher asks ``mpirun --version`` before any rank
+starts, and the MPI backend asks its loaded library; both read the answer here.
+"""
 
 from __future__ import annotations
 

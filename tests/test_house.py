@@ -106,7 +106,5 @@ def test_no_module_over_the_limit() -> None:
 def test_the_floors_hold() -> None:
     """import-linter's contracts in pyproject.toml (layers, forbidden, independence)."""
     exe = shutil.which("lint-imports") or str(Path(sys.executable).with_name("lint-imports"))
-    out = subprocess.run(
-        [exe, "--no-cache"], cwd=ROOT, capture_output=True, text=True, timeout=300
-    )
+    out = subprocess.run([exe, "--no-cache"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from gpulane.errors import InputError
-from gpulane.rank import free_port
 from gpulane.preflight import check_world, rank_facts, world_problems
+from gpulane.rank import free_port
 
 
 def _facts(n: int, **odd: object) -> list[dict[str, object]]:

@@ -18,7 +18,7 @@ runs="$out/runs"
   python3 - <<'PY'
 import mpi4py
 from mpi4py import MPI
-from gpulane.collectives.mpi_backend import cuda_support, library_version, loaded_libmpi
+from gpulane.collectives.backends.mpi_library import cuda_support, library_version, loaded_libmpi
 print("mpi4py", mpi4py.__version__, "config", mpi4py.get_config())
 print("library", library_version(MPI), loaded_libmpi())
 print(cuda_support(MPI))
@@ -29,7 +29,7 @@ PY
 cat "$out/mpi-info.txt"
 aware=$(python3 - <<'PY' 2>/dev/null
 from mpi4py import MPI
-from gpulane.collectives.mpi_backend import cuda_support
+from gpulane.collectives.backends.mpi_library import cuda_support
 print("yes" if cuda_support(MPI).aware else "no")
 PY
 )

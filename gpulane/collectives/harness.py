@@ -9,7 +9,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
-from gpulane.collectives.backend import Backend
+from gpulane.collectives.backends.base import Backend
 from gpulane.collectives.pattern import count_wrong, fill_inputs
 from gpulane.collectives.spec import Point
 

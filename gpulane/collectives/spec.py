@@ -1,8 +1,10 @@
 """What a collective is, in nccl-tests' terms.
 
-Each collective is a few lines of formulas, as in nccl-tests' ``<coll>GetCollByteCount``
-and ``<coll>GetBw``: how a requested byte size becomes element counts and in-place
-offsets, which number nccl-tests prints as ``size``, and the bus-bandwidth factor.
+Each collective is a few lines of formulas, as in nccl-tests' ``<coll>GetCollByteCount``,
+``<coll>GetBw`` and ``<coll>InitData``: how a requested byte size becomes element counts
+and in-place offsets, which number nccl-tests prints as ``size``, the bus-bandwidth
+factor, and what every rank's receive buffer holds afterwards. A new collective is one
+more entry in :data:`COLLECTIVES` and one line in each backend's call table.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from gpulane.collectives.values import Array, ArrayOps, reduced, value
 from gpulane.errors import InputError
 
 
@@ -107,14 +110,21 @@ def _alltoall(count: int, itemsize: int, nranks: int) -> Counts:
     return Counts(base * nranks, base * nranks, base, 0, 0)
 
 
+# Element ``idx`` of ``rank``'s receive buffer after the collective ran on ``point``.
+Expected = Callable[[ArrayOps, "Point", int, Array], Array]
+
+
 @dataclass(frozen=True)
 class CollectiveSpec:
     name: str
     counts: Callable[[int, int, int], Counts]
     bus_factor: Callable[[int], float]
+    expected: Expected
     reduces: bool  # takes a redop
     rooted: bool  # takes a root
     binary: str  # nccl-tests binary
+    input_at_root_only: bool = False  # only the root's send buffer is read
+    result_at_root_only: bool = False  # only the root's receive buffer is defined
 
     def plan(self, size_bytes: int, dt: DType, nranks: int) -> Counts:
         return self.counts(size_bytes // dt.itemsize, dt.itemsize, nranks)
@@ -143,20 +153,129 @@ def _one(n: int) -> float:
     return 1.0
 
 
+# What each collective leaves where: nccl-tests' <coll>InitData (src/<coll>.cu) written with
+# gpulane's inputs (values.value); p.count is one rank's share (Counts.param).
+def _expect_reduced(ops: ArrayOps, p: Point, rank: int, idx: Array) -> Array:
+    return reduced(ops, idx, p.nranks, p.redop)
+
+
+def _expect_reduce_scatter(ops: ArrayOps, p: Point, rank: int, idx: Array) -> Array:
+    return reduced(ops, idx + rank * p.count, p.nranks, p.redop)
+
+
+def _expect_root_copy(ops: ArrayOps, p: Point, rank: int, idx: Array) -> Array:
+    return value(idx, p.root, p.nranks, p.redop)
+
+
+def _expect_gathered(ops: ArrayOps, p: Point, rank: int, idx: Array) -> Array:
+    # block k of the result is rank k's input
+    return value(idx % p.count, idx // p.count, p.nranks, p.redop)
+
+
+def _expect_alltoall(ops: ArrayOps, p: Point, rank: int, idx: Array) -> Array:
+    # block k of the result is block ``rank`` of rank k's input
+    c = p.count
+    return value(idx % c + rank * c, idx // c, p.nranks, p.redop)
+
+
+def _expect_scattered(ops: ArrayOps, p: Point, rank: int, idx: Array) -> Array:
+    # block ``rank`` of the root's input
+    return value(idx + rank * p.count, p.root, p.nranks, p.redop)
+
+
+def _expect_from_previous(ops: ArrayOps, p: Point, rank: int, idx: Array) -> Array:
+    # a ring: each rank sends to rank + 1 and receives from rank - 1
+    return value(idx, (rank - 1) % p.nranks, p.nranks, p.redop)
+
+
 COLLECTIVES: dict[str, CollectiveSpec] = {
     s.name: s
     for s in (
-        CollectiveSpec("all_reduce", _whole, _allreduce_factor, True, False, "all_reduce_perf"),
-        CollectiveSpec("all_gather", _gather_like, _gather_factor, False, False, "all_gather_perf"),
         CollectiveSpec(
-            "reduce_scatter", _scatter_like, _gather_factor, True, False, "reduce_scatter_perf"
+            "all_reduce",
+            _whole,
+            _allreduce_factor,
+            _expect_reduced,
+            reduces=True,
+            rooted=False,
+            binary="all_reduce_perf",
         ),
-        CollectiveSpec("alltoall", _alltoall, _gather_factor, False, False, "alltoall_perf"),
-        CollectiveSpec("broadcast", _whole, _one, False, True, "broadcast_perf"),
-        CollectiveSpec("reduce", _whole, _one, True, True, "reduce_perf"),
-        CollectiveSpec("sendrecv", _whole, _one, False, False, "sendrecv_perf"),
-        CollectiveSpec("gather", _gather_like, _gather_factor, False, True, "gather_perf"),
-        CollectiveSpec("scatter", _scatter_like, _gather_factor, False, True, "scatter_perf"),
+        CollectiveSpec(
+            "all_gather",
+            _gather_like,
+            _gather_factor,
+            _expect_gathered,
+            reduces=False,
+            rooted=False,
+            binary="all_gather_perf",
+        ),
+        CollectiveSpec(
+            "reduce_scatter",
+            _scatter_like,
+            _gather_factor,
+            _expect_reduce_scatter,
+            reduces=True,
+            rooted=False,
+            binary="reduce_scatter_perf",
+        ),
+        CollectiveSpec(
+            "alltoall",
+            _alltoall,
+            _gather_factor,
+            _expect_alltoall,
+            reduces=False,
+            rooted=False,
+            binary="alltoall_perf",
+        ),
+        CollectiveSpec(
+            "broadcast",
+            _whole,
+            _one,
+            _expect_root_copy,
+            reduces=False,
+            rooted=True,
+            binary="broadcast_perf",
+            input_at_root_only=True,
+        ),
+        CollectiveSpec(
+            "reduce",
+            _whole,
+            _one,
+            _expect_reduced,
+            reduces=True,
+            rooted=True,
+            binary="reduce_perf",
+            result_at_root_only=True,
+        ),
+        CollectiveSpec(
+            "sendrecv",
+            _whole,
+            _one,
+            _expect_from_previous,
+            reduces=False,
+            rooted=False,
+            binary="sendrecv_perf",
+        ),
+        CollectiveSpec(
+            "gather",
+            _gather_like,
+            _gather_factor,
+            _expect_gathered,
+            reduces=False,
+            rooted=True,
+            binary="gather_perf",
+            result_at_root_only=True,
+        ),
+        CollectiveSpec(
+            "scatter",
+            _scatter_like,
+            _gather_factor,
+            _expect_scattered,
+            reduces=False,
+            rooted=True,
+            binary="scatter_perf",
+            input_at_root_only=True,
+        ),
     )
 }
 

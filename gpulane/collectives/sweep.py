@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gpulane import __version__
-from gpulane.collectives.backend import Backend
+from gpulane.collectives.backends.base import Backend
 from gpulane.collectives.harness import measure, summarize
 from gpulane.collectives.plan import build_plan, point_label
 from gpulane.collectives.spec import Point
@@ -17,11 +17,11 @@ from gpulane.preflight import check_world, rank_facts
 from gpulane.rank import RankContext
 from gpulane.record import Row, RowWriter
 
-# backend config name -> class implementing gpulane.collectives.backend.Backend
+# backend config name -> class implementing gpulane.collectives.backends.base.Backend
 BACKENDS = {
-    "torch": "gpulane.collectives.torch_backend:TorchBackend",
-    "nccl": "gpulane.collectives.nccl_backend:NcclBackend",
-    "mpi": "gpulane.collectives.mpi_backend:MpiBackend",
+    "torch": "gpulane.collectives.backends.torch_dist:TorchBackend",
+    "nccl": "gpulane.collectives.backends.nccl:NcclBackend",
+    "mpi": "gpulane.collectives.backends.mpi:MpiBackend",
 }
 
 # skip_rank leaves out a collective at this point (counted from 1), so that finished rows

@@ -1,9 +1,11 @@
-"""How a token run cuts its batch: the whole-number lists of its settings, the rows of a
+"""Which (input_len, output_len, batch) configurations a token run measures, and how it
+cuts a batch: the whole-number lists of its settings, the micro-batches, the rows of a
 micro-batch, and the prefill chunks of whole sequences. Pure; shared by the per-rank job
 and ``gpulane advise``, which must predict the same chunks the runner makes."""
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 from gpulane.errors import InputError
@@ -29,6 +31,23 @@ def as_list(value: Any, what: str) -> list[int]:
     if not out:
         raise InputError(f"{what}: expected at least one value")
     return out
+
+
+def configs(cfg: Any) -> list[tuple[int, int, int]]:
+    """(input_len, output_len, batch) in run order."""
+    return list(
+        itertools.product(
+            as_list(cfg.input_len, "input_len"),
+            as_list(cfg.output_len, "output_len"),
+            as_list(cfg.batch, "batch"),
+        )
+    )
+
+
+def micro_batch_count(cfg: Any, pp: int, batch: int) -> int:
+    m = cfg.get("micro_batches", "auto")
+    n = pp if str(m) == "auto" else int(m)
+    return max(1, min(n, batch))
 
 
 def split_rows(batch: int, parts: int) -> list[slice]:

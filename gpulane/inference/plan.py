@@ -8,9 +8,9 @@ from __future__ import annotations
 from typing import Any
 
 from gpulane.errors import InputError, MissingComponent
+from gpulane.inference.batching import configs
 from gpulane.inference.kernels import ATTENTION_BACKENDS
 from gpulane.inference.memory import OVERHEAD_BYTES, GiB, cache_len, check_fits
-from gpulane.inference.runner import configs
 from gpulane.inference.shapes import ModelShape, dtype_bytes, shape_from_config
 from gpulane.inference.sharding import check_parallel
 

@@ -15,7 +15,7 @@ import sys
 from typing import Any
 
 from gpulane.errors import InputError, MissingComponent, RunFailed
-from gpulane.inference.runner import configs
+from gpulane.inference.batching import configs
 from gpulane.inference.vllm_import import Meta, parse_vllm
 from gpulane.record import RowWriter
 from gpulane.rundir import make_run_dir, run_env, save_config

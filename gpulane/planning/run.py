@@ -19,12 +19,12 @@ from gpulane.errors import InputError
 from gpulane.inference.batching import as_list
 from gpulane.inference.shapes import dtype_bytes, shape_from_config
 from gpulane.planning import inputs
-from gpulane.session.world import local_gpus
 from gpulane.planning.advice import Advice, advise
 from gpulane.planning.comm import Comms, MeasuredComm, Projection
 from gpulane.planning.compute import gpu_spec
 from gpulane.planning.placement import apply_what_if, synthetic_topology
 from gpulane.planning.predict import MODEL_TEXT, RULE_OF_THUMB, Workload, split_name, splits
+from gpulane.session.world import local_gpus
 
 MEASURED_BUILD = "advise-measured"  # build label of the rows measure=true makes
 

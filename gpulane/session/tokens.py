@@ -9,8 +9,8 @@ from typing import Any
 from omegaconf import DictConfig
 
 from gpulane.errors import InputError
+from gpulane.inference.batching import configs
 from gpulane.inference.plan import check_memory, resolve
-from gpulane.inference.runner import configs
 from gpulane.inference.table import TokensView
 from gpulane.launch.base import LaunchSpec
 from gpulane.launch.local import LocalLauncher
@@ -18,7 +18,7 @@ from gpulane.rundir import make_run_dir, run_env, save_config
 from gpulane.session.run import RunSession, SessionSpec
 from gpulane.session.world import local_gpus, local_path_label
 
-JOB = "gpulane.inference.runner:run_rank"
+JOB = "gpulane.inference.runner.rank:run_rank"
 
 
 def run_tokens(cfg: DictConfig) -> int:

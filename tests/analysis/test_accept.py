@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gpulane.analysis.accept_command import to_overrides
+from gpulane.commands.accept import to_overrides
 from gpulane.errors import InputError
 from tests.analysis.fixture_rows import copy_rows, h200_topology, nccl_rows, write_run
 

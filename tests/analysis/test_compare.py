@@ -11,9 +11,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from gpulane.commands import compare as compare_command
 from gpulane.analysis.compare import compare, to_csv, to_markdown
 from gpulane.analysis.store import load_frame
+from gpulane.commands import compare as compare_command
 from gpulane.errors import InputError
 from tests.analysis.fixture_rows import copy_rows, nccl_rows, tokens_rows, write_run
 

@@ -10,7 +10,6 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from gpulane.commands import results as results_command
 from gpulane.analysis.store import (
     Filters,
     ResultStore,
@@ -19,6 +18,7 @@ from gpulane.analysis.store import (
     load_frame,
     resolve_targets,
 )
+from gpulane.commands import results as results_command
 from gpulane.errors import InputError, MissingComponent
 from gpulane.record import ROWS_JSONL
 from tests.analysis.fixture_rows import copy_rows, nccl_rows, tokens_rows, write_run

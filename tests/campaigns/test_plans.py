@@ -6,7 +6,6 @@ import itertools
 
 import pytest
 
-from gpulane.errors import InputError
 from gpulane.campaigns.plans import (
     halving_search,
     node_pairs,
@@ -15,6 +14,7 @@ from gpulane.campaigns.plans import (
     plan,
     whole,
 )
+from gpulane.errors import InputError
 
 NODES = [f"gpu{i:02d}" for i in range(1, 9)]
 

@@ -6,10 +6,22 @@ worked by hand for 2 and 8 ranks.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
+from dataclasses import replace
+
 import pytest
 
-from gpulane.collectives.spec import COLLECTIVES, collective, dtype, plan_point, redop
+from gpulane.collectives.spec import (
+    COLLECTIVES,
+    CollectiveSpec,
+    collective,
+    dtype,
+    plan_point,
+    redop,
+)
 from gpulane.errors import InputError
+from tests.collectives.nccl_tests_formulas import GET_BW, nccl_tests_bw
 
 
 @pytest.mark.parametrize(
@@ -24,12 +36,46 @@ from gpulane.errors import InputError
         ("broadcast", 8, 1.0),
         ("reduce", 8, 1.0),
         ("sendrecv", 8, 1.0),
+        ("gather", 8, 0.875),
+        ("scatter", 4, 0.75),
     ],
 )
 def test_bus_factor(op: str, n: int, factor: float) -> None:
     alg, bus = collective(op).bandwidth(1_000_000_000, 1.0, n)
     assert alg == pytest.approx(1.0)
     assert bus == pytest.approx(factor)
+
+
+def bandwidth_mismatches(specs: Mapping[str, CollectiveSpec]) -> list[str]:
+    """Where ``specs`` give another (algbw, busbw) than nccl-tests' GetBw, at 2..9 ranks."""
+    bad = []
+    for op in sorted(set(specs) | set(GET_BW)):
+        if op not in specs or op not in GET_BW:
+            bad.append(f"{op}: in only one of spec and nccl-tests")
+            continue
+        spec = specs[op]
+        for n in range(2, 10):
+            for dt in (dtype("float"), dtype("int8"), dtype("double")):
+                counts = spec.plan(1 << 20, dt, n)
+                got = spec.bandwidth(spec.printed_size(counts, dt), 1e-3, n)
+                want = nccl_tests_bw(op, counts.param, dt.itemsize, 1e-3, n)
+                if not all(
+                    math.isclose(g, w, rel_tol=1e-12) for g, w in zip(got, want, strict=True)
+                ):
+                    bad.append(f"{op} {dt.name} at {n} ranks: {got} != nccl-tests' {want}")
+    return bad
+
+
+def test_bandwidths_are_nccl_tests_own_for_all_nine() -> None:
+    assert set(GET_BW) == set(COLLECTIVES) and len(COLLECTIVES) == 9
+    assert bandwidth_mismatches(COLLECTIVES) == []
+
+
+@pytest.mark.parametrize("op", ["gather", "scatter"])
+def test_a_planted_factor_of_one_is_caught(op: str) -> None:
+    planted = {**COLLECTIVES, op: replace(COLLECTIVES[op], bus_factor=lambda n: 1.0)}
+    bad = bandwidth_mismatches(planted)
+    assert bad and all(line.startswith(f"{op} ") for line in bad)
 
 
 def test_every_collective_has_a_rule() -> None:

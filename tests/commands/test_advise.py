@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from gpulane.planning.comm import MeasuredComm
 from gpulane.commands.advise import main
+from gpulane.planning.comm import MeasuredComm
 from gpulane.planning.inputs import load_rows, local_gpus, measure_now
 from tests.conftest import fixture_path
 

@@ -18,8 +18,6 @@ from typing import Any
 import pytest
 from omegaconf import OmegaConf
 
-from gpulane.rank import RankInfo
-from gpulane.launch.mpi_rendezvous import init_method, needs_mpi_rendezvous
 from gpulane.launch.mpirun.command import (
     Mpi4pyInfo,
     all_local,
@@ -170,29 +168,6 @@ def test_torch_backend_started_by_mpirun(tmp_path: Path) -> None:
     out = [json.loads(x) for x in rows_file.read_text().splitlines()]
     assert out and all(r["backend"] == "torch-gloo" and r["wrong"] == 0 for r in out)
     assert {r["extra"]["launcher"] for r in out} == {"mpirun"}
-
-
-def test_mpi_rendezvous_agrees_on_rank_0s_port(tmp_path: Path) -> None:
-    script = (
-        "import sys\n"
-        "from mpi4py import MPI\n"
-        "from gpulane.rank import discover\n"
-        "from gpulane.launch.mpi_rendezvous import init_method\n"
-        "url = init_method(discover())\n"
-        "open(f'{sys.argv[1]}/url-{MPI.COMM_WORLD.Get_rank()}', 'w').write(str(url))\n"
-    )
-    env = {k: v for k, v in os.environ.items() if k not in ("MASTER_ADDR", "MASTER_PORT")}
-    p = subprocess.run(
-        [*MPIRUN, "-np", "3", sys.executable, "-c", script, str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-    )
-    assert p.returncode == 0, p.stdout + p.stderr
-    urls = [(tmp_path / f"url-{r}").read_text() for r in range(3)]
-    assert len(set(urls)) == 1
-    assert urls[0].startswith("tcp://127.0.0.1:")
 
 
 def test_mpi4py_that_sees_single_processes_is_named(tmp_path: Path) -> None:
@@ -347,11 +322,3 @@ def test_where_ranks_run() -> None:
     assert not all_local(None, ["--host", "a,b"], {})
     assert not all_local(None, [], {"SLURM_JOB_ID": "3"})
     assert physical_cores() >= 1
-
-
-def test_rendezvous_only_when_mpirun_gave_no_master() -> None:
-    info = RankInfo(0, 2, 0, 2, None, None, "mpirun")
-    assert needs_mpi_rendezvous(info, {})
-    assert not needs_mpi_rendezvous(info, {"MASTER_ADDR": "h"})
-    assert init_method(RankInfo(0, 2, 0, 2, "h", 1, "mpirun"), {}) is None
-    assert init_method(RankInfo(0, 2, 0, 2, None, None, "slurm"), {}) is None

@@ -22,9 +22,8 @@ from typing import Any
 
 import pytest
 
-from gpulane.rundir import read_heartbeats
 from gpulane.record import Row, RowWriter, read_rows
-from gpulane.rundir import MIN_FREE_BYTES
+from gpulane.rundir import MIN_FREE_BYTES, read_heartbeats
 from tests.helpers import SLOW_SWEEP, run_dirs
 
 SWEEP = [*SLOW_SWEEP, "timeout_s=30"]

@@ -18,10 +18,10 @@ from omegaconf import OmegaConf
 
 from gpulane.launch.slurm.monitor import JobRecord
 from gpulane.launch.slurm.settings import executor_parameters, hydra_launcher_settings, settings
-from gpulane.session.collect import collect
-from tests.helpers import run_slurm
 from gpulane.record import Row, RowWriter, read_parquet, read_rows
 from gpulane.rundir import make_run_dir
+from gpulane.session.collect import collect
+from tests.helpers import run_slurm
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slurm

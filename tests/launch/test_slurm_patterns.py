@@ -22,18 +22,18 @@ from typing import Any
 import pytest
 from omegaconf import OmegaConf
 
-from gpulane.errors import InputError
-from gpulane.campaigns import run as campaign_run
 from gpulane.campaigns import elements as campaign_elements
+from gpulane.campaigns import run as campaign_run
 from gpulane.campaigns import summary as campaign_summary
 from gpulane.campaigns.elements import Element
 from gpulane.campaigns.settings import PatternSettings, pattern_settings
+from gpulane.errors import InputError
 from gpulane.launch.slurm.monitor import JobRecord
 from gpulane.launch.slurm.settings import settings
-from gpulane.session import packing
-from tests.helpers import run_slurm
 from gpulane.record import Row, RowWriter, read_rows
 from gpulane.rundir import RunDir, make_run_dir
+from gpulane.session import packing
+from tests.helpers import run_slurm
 from tests.launch.test_slurm import REPO, direct_cfg, gpulane
 from tests.launch.test_slurm import slurm as slurm  # the fixture, by name
 

@@ -11,8 +11,8 @@ import pytest
 from hydra import compose, initialize_config_module
 
 from gpulane.errors import InputError, MissingComponent
-from gpulane.transfers.options import read_options
 from gpulane.transfers.measure import fill_pattern, load_torch
+from gpulane.transfers.options import read_options
 
 
 def _copy(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:

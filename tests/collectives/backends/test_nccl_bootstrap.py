@@ -18,7 +18,7 @@ STORE_RANK = textwrap.dedent(
     import os, sys
     from datetime import timedelta
     from torch.distributed import TCPStore
-    from gpulane.collectives.nccl_bootstrap import over_store
+    from gpulane.collectives.backends.nccl_bootstrap import over_store
     rank, port = int(sys.argv[1]), int(sys.argv[2])
     store = TCPStore("127.0.0.1", port, 3, rank == 0, timeout=timedelta(seconds=60))
     uid = over_store(store, rank, lambda: os.urandom(128))
@@ -32,7 +32,7 @@ MPI_RANK = textwrap.dedent(
     import os, sys
     from pathlib import Path
     from mpi4py import MPI
-    from gpulane.collectives.nccl_bootstrap import over_mpi
+    from gpulane.collectives.backends.nccl_bootstrap import over_mpi
     uid = over_mpi(MPI.COMM_WORLD, lambda: os.urandom(128)).hex()
     Path(sys.argv[1], str(MPI.COMM_WORLD.Get_rank())).write_text(uid)
     """
@@ -42,7 +42,7 @@ FILE_RANK = textwrap.dedent(
     """
     import os, sys
     from pathlib import Path
-    from gpulane.collectives.nccl_bootstrap import over_file
+    from gpulane.collectives.backends.nccl_bootstrap import over_file
     print(over_file(Path(sys.argv[2]), int(sys.argv[1]), lambda: os.urandom(128), 30).hex())
     """
 )

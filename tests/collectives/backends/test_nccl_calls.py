@@ -7,8 +7,8 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from gpulane.collectives.backend import Backend
-from gpulane.collectives.nccl_calls import NCCL_DTYPE, NCCL_REDOP, RECV, SEND, nccl_calls
+from gpulane.collectives.backends.base import Backend
+from gpulane.collectives.backends.nccl_calls import NCCL_DTYPE, NCCL_REDOP, RECV, SEND, nccl_calls
 from gpulane.collectives.spec import DTYPES, Point, plan_point
 
 
@@ -100,7 +100,7 @@ def test_in_place_offsets_as_nccl_tests(rank: int) -> None:
 
 def test_missing_nccl4py_says_what_to_install() -> None:
     """CI has no nccl4py: the backend's import gives the one-line remedy."""
-    from gpulane.collectives.nccl_backend import import_nccl4py
+    from gpulane.collectives.backends.nccl_bootstrap import import_nccl4py
     from gpulane.errors import MissingComponent
 
     try:

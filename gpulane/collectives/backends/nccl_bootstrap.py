@@ -1,5 +1,6 @@
-"""Getting NCCL's unique id from rank 0 to every rank, over whatever the launcher gave us:
-the torch.distributed store (local launcher, torchrun, srun), MPI, or a shared file."""
+"""Bringing NCCL up: loading nccl4py, and getting NCCL's unique id from rank 0 to every
+rank over whatever the launcher gave us: the torch.distributed store (local launcher,
+torchrun, srun), MPI, or a shared file."""
 
 from __future__ import annotations
 
@@ -9,9 +10,23 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gpulane.errors import RunFailed
+from gpulane.errors import MissingComponent, RunFailed
 
 KEY = "gpulane/nccl_unique_id"
+
+
+def import_nccl4py(what: str = "backend=nccl") -> tuple[Any, Any]:
+    """nccl4py's core module and its low-level bindings, or one error saying what to install."""
+    try:
+        import nccl.core as nccl_core
+        from nccl.bindings import nccl as bindings
+    except ImportError as err:
+        raise MissingComponent(
+            f"{what} needs nccl4py and a libnccl it can load: "
+            f"`pip install 'nccl4py[cu13]'` (or [cu12]) ({err}); backend=torch with "
+            "backend.memory=torch keeps working"
+        ) from err
+    return nccl_core, bindings
 
 
 def over_store(store: Any, rank: int, make_id: Callable[[], bytes], key: str = KEY) -> bytes:

@@ -3,18 +3,23 @@
 A backend allocates buffers, launches one collective, and times a loop of them; the
 shared harness (:mod:`gpulane.collectives.harness`) does everything else: warm-up,
 checks, statistics and result rows.
+
+Each backend declares two tables, read without starting it: ``calls``, from a collective's
+name (:data:`gpulane.collectives.spec.COLLECTIVES`) to the small function that issues
+it, and ``cannot``, the (collective, in place) pairs it cannot run, with why.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
-from gpulane.collectives.pattern import Array, ArrayOps
 from gpulane.collectives.spec import Point
+from gpulane.collectives.values import Array, ArrayOps
+from gpulane.rundir import CONFIG_FILE
 
 SEND = "send"
 RECV = "recv"
@@ -40,8 +45,6 @@ def backend_options(run_dir: Path) -> dict[str, Any]:
     a rank started by any launcher can read)."""
     from omegaconf import OmegaConf
 
-    from gpulane.rundir import CONFIG_FILE
-
     path = Path(run_dir) / CONFIG_FILE
     if not path.exists():
         return {}
@@ -53,8 +56,19 @@ def backend_options(run_dir: Path) -> dict[str, Any]:
     return opts
 
 
+def cannot_run(ops: Iterable[str], in_place: bool | None, why: str) -> dict[tuple[str, bool], str]:
+    """Entries of a backend's ``cannot`` table: ``ops`` in one placement (None: both);
+    ``{op}`` in ``why`` becomes the collective's name."""
+    places = (True, False) if in_place is None else (in_place,)
+    return {(op, p): why.format(op=op) for op in ops for p in places}
+
+
 class Backend(ABC):
     name: str  # result rows' `backend`, e.g. torch-nccl
+    # collective name -> the function that issues it (its arguments are the backend's own)
+    calls: ClassVar[Mapping[str, Callable[..., Any]]]
+    # (collective, in place) -> why this backend cannot run it
+    cannot: ClassVar[Mapping[tuple[str, bool], str]] = {}
     ops: ArrayOps
     control: Control
     rank: int
@@ -90,7 +104,10 @@ class Backend(ABC):
 
     def supports(self, point: Point, in_place: bool) -> str | None:
         """None when the backend can run this point, else the reason it cannot."""
-        return None
+        why = self.cannot.get((point.op, in_place))
+        if why is None and point.op not in self.calls:
+            why = f"{self.name} has no call for {point.op}"
+        return why
 
     def synchronize(self) -> None:  # noqa: B027 - host backends have nothing to wait for
         """Wait until everything issued has finished."""

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpulane.collectives.backend import RECV, SEND
+from gpulane.collectives.backends.base import RECV, SEND
+from gpulane.collectives.backends.nccl_bootstrap import import_nccl4py
 from gpulane.collectives.spec import DTYPES, Point
 from gpulane.errors import InputError
 
@@ -49,8 +50,6 @@ def ncclmem_arenas(
 ) -> NcclArenas:
     """Blocks for every point of the run from ncclMemAlloc (nccl4py's binding), registered
     with ``comm`` (a raw NCCL communicator) when one is given."""
-    from gpulane.collectives.nccl_backend import import_nccl4py
-
     _core, bindings = import_nccl4py("backend.memory=nccl")
     return NcclArenas(
         bindings, torch, device, comm, arena_bytes(points, rank), register=comm is not None

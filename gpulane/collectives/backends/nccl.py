@@ -10,37 +10,36 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Any
 
-from gpulane.collectives import cuda_timing
-from gpulane.collectives.backend import RECV, SEND, Backend, Buffers, backend_options
-from gpulane.collectives.nccl_bootstrap import over_store
-from gpulane.collectives.nccl_calls import nccl_calls
-from gpulane.collectives.nccl_memory import NcclArenas, memory_options, ncclmem_arenas
-from gpulane.collectives.pattern import Array
+from gpulane.collectives.backends import cuda_timing
+from gpulane.collectives.backends.base import (
+    RECV,
+    SEND,
+    Backend,
+    Buffers,
+    backend_options,
+    cannot_run,
+)
+from gpulane.collectives.backends.nccl_bootstrap import import_nccl4py, over_store
+from gpulane.collectives.backends.nccl_calls import NCCL_CALLS, nccl_calls
+from gpulane.collectives.backends.nccl_memory import NcclArenas, memory_options, ncclmem_arenas
+from gpulane.collectives.backends.torch_common import TorchControl, TorchOps, init_method
 from gpulane.collectives.spec import DTYPES, Point
-from gpulane.collectives.torch_backend import TorchControl, TorchOps, init_method
+from gpulane.collectives.values import Array
 from gpulane.errors import MissingComponent
 from gpulane.rank import RankContext
 
-UNSUPPORTED = {"gather", "scatter"}
-
-
-def import_nccl4py(what: str = "backend=nccl") -> tuple[Any, Any]:
-    try:
-        import nccl.core as nccl_core
-        from nccl.bindings import nccl as bindings
-    except ImportError as err:
-        raise MissingComponent(
-            f"{what} needs nccl4py and a libnccl it can load: "
-            f"`pip install 'nccl4py[cu13]'` (or [cu12]) ({err}); backend=torch with "
-            "backend.memory=torch keeps working"
-        ) from err
-    return nccl_core, bindings
+NCCL_CANNOT = {
+    **cannot_run(("gather", "scatter"), None, "backend nccl does not run {op}"),
+    # NCCL gives no defined result when alltoall or send/recv buffers overlap.
+    **cannot_run(("alltoall", "sendrecv"), True, "{op} in place has no defined result in NCCL"),
+}
 
 
 class NcclBackend(Backend):
     name = "nccl"
+    calls = NCCL_CALLS
+    cannot = NCCL_CANNOT
 
     def __init__(self, ctx: RankContext, device: str = "auto", timeout_s: float = 300.0) -> None:
         try:
@@ -89,14 +88,6 @@ class NcclBackend(Backend):
         return self.torch.empty(
             n, dtype=getattr(self.torch, DTYPES[dtype].torch_name), device=self.device
         )
-
-    def supports(self, point: Point, in_place: bool) -> str | None:
-        if point.op in UNSUPPORTED:
-            return f"backend nccl does not run {point.op}"
-        if in_place and point.op in ("alltoall", "sendrecv"):
-            # NCCL gives no defined result when alltoall or send/recv buffers overlap.
-            return f"{point.op} in place has no defined result in NCCL"
-        return None
 
     def launch(self, point: Point, bufs: Buffers) -> None:
         self.prepare(point, bufs)()

@@ -8,75 +8,65 @@ through views into one buffer exactly as nccl-tests lays them out.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from gpulane.collectives import cuda_timing
-from gpulane.collectives.backend import Backend, Buffers, backend_options
-from gpulane.collectives.nccl_memory import NcclArenas, memory_options, ncclmem_arenas
-from gpulane.collectives.pattern import Array
+from gpulane.collectives.backends import cuda_timing
+from gpulane.collectives.backends.base import Backend, Buffers, backend_options, cannot_run
+from gpulane.collectives.backends.nccl_memory import NcclArenas, memory_options, ncclmem_arenas
+from gpulane.collectives.backends.torch_common import TorchControl, TorchOps, init_method
 from gpulane.collectives.spec import DTYPES, Point
+from gpulane.collectives.values import Array
 from gpulane.errors import InputError, MissingComponent
 from gpulane.rank import RankContext
 
-IN_PLACE_ONLY = {"all_reduce", "broadcast", "reduce"}
-OUT_OF_PLACE_ONLY = {"alltoall", "sendrecv"}
-UNSUPPORTED = {"gather", "scatter"}
+IN_PLACE_ONLY = ("all_reduce", "broadcast", "reduce")
+
+TorchCall = Callable[["TorchBackend", Point, Buffers], object]
 
 
-class TorchOps:
-    def __init__(self, torch: Any, device: Any) -> None:
-        self.torch = torch
-        self.device = device
-
-    def arange(self, lo: int, hi: int) -> Array:
-        return self.torch.arange(lo, hi, dtype=self.torch.int64, device=self.device)
-
-    def minimum(self, a: Array, b: Array) -> Array:
-        return self.torch.minimum(a, b)
-
-    def maximum(self, a: Array, b: Array) -> Array:
-        return self.torch.maximum(a, b)
-
-    def write(self, buf: Array, lo: int, values: Array) -> None:
-        buf[lo : lo + values.numel()].copy_(values)
-
-    def zero(self, buf: Array) -> None:
-        buf.zero_()
-
-    def count_mismatch(self, buf: Array, lo: int, expected: Array, tol: float) -> int:
-        got = buf[lo : lo + expected.numel()].to(self.torch.float64)
-        diff = (got - expected.to(self.torch.float64)).abs()
-        if tol:
-            diff = diff / expected.to(self.torch.float64).abs().clamp(min=1.0)
-        return int((diff > tol).sum().item())
+def _sendrecv(b: TorchBackend, point: Point, bufs: Buffers) -> None:
+    dist, n = b.dist, b.world_size
+    works = dist.batch_isend_irecv(
+        [
+            dist.P2POp(dist.isend, bufs.send, (b.rank + 1) % n),
+            dist.P2POp(dist.irecv, bufs.recv, (b.rank - 1) % n),
+        ]
+    )
+    # On GPUs wait() makes the current stream wait (no host block), so the timing
+    # events see the transfer finish.
+    for w in works:
+        w.wait()
 
 
-class TorchControl:
-    """Results travel over a gloo group beside the measured one, so NCCL streams stay clean."""
+# collective -> its torch.distributed call (torch's single-tensor calls work in recv)
+TORCH_CALLS: dict[str, TorchCall] = {
+    "all_reduce": lambda b, p, bufs: b.dist.all_reduce(bufs.recv, op=b.redops[p.redop]),
+    "all_gather": lambda b, p, bufs: b.dist.all_gather_into_tensor(bufs.recv, bufs.send),
+    "reduce_scatter": lambda b, p, bufs: b.dist.reduce_scatter_tensor(
+        bufs.recv, bufs.send, op=b.redops[p.redop]
+    ),
+    "alltoall": lambda b, p, bufs: b.dist.all_to_all_single(bufs.recv, bufs.send),
+    "broadcast": lambda b, p, bufs: b.dist.broadcast(bufs.recv, src=p.root),
+    "reduce": lambda b, p, bufs: b.dist.reduce(bufs.recv, dst=p.root, op=b.redops[p.redop]),
+    "sendrecv": _sendrecv,
+}
 
-    def __init__(self, dist: Any, group: Any) -> None:
-        self.dist = dist
-        self.group = group
-
-    def gather(self, obj: Any) -> list[Any] | None:
-        out: list[Any] = [None] * self.dist.get_world_size()
-        self.dist.all_gather_object(out, obj, group=self.group)
-        return out if self.dist.get_rank() == 0 else None
-
-    def broadcast(self, obj: Any) -> Any:
-        box = [obj]
-        self.dist.broadcast_object_list(box, src=0, group=self.group)
-        return box[0]
-
-    def barrier(self) -> None:
-        self.dist.barrier(group=self.group)
+TORCH_CANNOT = {
+    **cannot_run(
+        ("gather", "scatter"), None, "torch.distributed has no {op} on tensors of one buffer"
+    ),
+    **cannot_run(("alltoall", "sendrecv"), True, "torch.distributed's {op} is out-of-place only"),
+    **cannot_run(IN_PLACE_ONLY, False, "torch.distributed's {op} is in-place only"),
+}
 
 
 class TorchBackend(Backend):
+    calls = TORCH_CALLS
+    cannot = TORCH_CANNOT
+
     def __init__(self, ctx: RankContext, device: str = "auto", timeout_s: float = 300.0) -> None:
         try:
             import torch
@@ -125,7 +115,7 @@ class TorchBackend(Backend):
         control_group = dist.new_group(backend="gloo") if use_cuda else dist.group.WORLD
         self.control = TorchControl(dist, control_group)
         self.ops = TorchOps(torch, self.device)
-        self._redops = {
+        self.redops: dict[str, Any] = {
             "sum": dist.ReduceOp.SUM,
             "prod": dist.ReduceOp.PRODUCT,
             "max": dist.ReduceOp.MAX,
@@ -148,43 +138,8 @@ class TorchBackend(Backend):
             n, dtype=getattr(self.torch, DTYPES[dtype].torch_name), device=self.device
         )
 
-    def supports(self, point: Point, in_place: bool) -> str | None:
-        if point.op in UNSUPPORTED:
-            return f"torch.distributed has no {point.op} on tensors of one buffer"
-        if in_place and point.op in OUT_OF_PLACE_ONLY:
-            return f"torch.distributed's {point.op} is out-of-place only"
-        if not in_place and point.op in IN_PLACE_ONLY:
-            return f"torch.distributed's {point.op} is in-place only"
-        return None
-
     def launch(self, point: Point, bufs: Buffers) -> None:
-        dist, op = self.dist, point.op
-        if op == "all_reduce":
-            dist.all_reduce(bufs.recv, op=self._redops[point.redop])
-        elif op == "all_gather":
-            dist.all_gather_into_tensor(bufs.recv, bufs.send)
-        elif op == "reduce_scatter":
-            dist.reduce_scatter_tensor(bufs.recv, bufs.send, op=self._redops[point.redop])
-        elif op == "alltoall":
-            dist.all_to_all_single(bufs.recv, bufs.send)
-        elif op == "broadcast":
-            dist.broadcast(bufs.recv, src=point.root)
-        elif op == "reduce":
-            dist.reduce(bufs.recv, dst=point.root, op=self._redops[point.redop])
-        elif op == "sendrecv":
-            n = self.world_size
-            works = dist.batch_isend_irecv(
-                [
-                    dist.P2POp(dist.isend, bufs.send, (self.rank + 1) % n),
-                    dist.P2POp(dist.irecv, bufs.recv, (self.rank - 1) % n),
-                ]
-            )
-            # On GPUs wait() makes the current stream wait (no host block), so the
-            # timing events see the transfer finish.
-            for w in works:
-                w.wait()
-        else:
-            raise ValueError(op)
+        TORCH_CALLS[point.op](self, point, bufs)
 
     def allocate(self, point: Point, in_place: bool) -> Buffers:
         bufs = super().allocate(point, in_place)
@@ -242,16 +197,3 @@ class TorchBackend(Backend):
         finally:
             if self.dist.is_initialized():
                 self.dist.destroy_process_group()
-
-
-def init_method(ctx: RankContext) -> str:
-    """Where rank 0's store listens: from the launcher, or agreed over MPI when mpirun
-    started the ranks without MASTER_ADDR (every rank calls this; it may be collective)."""
-    from gpulane.launch.mpi_rendezvous import init_method as mpi_init_method
-
-    agreed = mpi_init_method(ctx.info)
-    if agreed is not None:
-        return agreed
-    addr = ctx.info.master_addr or os.environ.get("MASTER_ADDR", "127.0.0.1")
-    port = ctx.info.master_port or int(os.environ.get("MASTER_PORT", "29500"))
-    return f"tcp://{addr}:{port}"

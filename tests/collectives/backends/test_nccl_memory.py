@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gpulane.collectives.backend import RECV, SEND, Backend, Buffers
-from gpulane.collectives.nccl_memory import CudaPointer, arena_bytes, memory_options
+from gpulane.collectives.backends.base import RECV, SEND, Backend, Buffers
+from gpulane.collectives.backends.nccl_memory import CudaPointer, arena_bytes, memory_options
 from gpulane.collectives.spec import DTYPES, Point, plan_point
 from gpulane.errors import InputError
 from tests.helpers import gpulane

@@ -1,0 +1,46 @@
+"""What every part of the rank job reads: one annotated home for the runner's attributes,
+set by :class:`gpulane.inference.runner.rank.Runner`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpulane.inference.shapes import ModelShape
+from gpulane.rank import RankContext
+
+
+class RunnerState:
+    torch: Any
+    dist: Any
+    cfg: Any
+    ctx: RankContext
+    shape: ModelShape
+    full_layers: int
+    tp: int
+    pp: int
+    stage: int
+    tp_rank: int
+    first: bool  # stage 0
+    last: bool  # the last stage
+    cuda: bool
+    device: Any
+    dtype: Any  # torch dtype of weights and activations
+    dbytes: int
+    graph: bool  # decode steps as CUDA-graph replays
+    backend: str
+    comm: Any  # model.Comm: the tensor-parallel collectives
+    model: Any  # model.Stage
+    runs: list[tuple[int, int, int]]
+    sends: list[Any]  # pipeline sends not yet waited for
+    graphs: list[Any]
+    tp_group: Any
+    fwd_group: Any
+    back_group: Any
+    control: Any
+    build_s: float
+
+    @property
+    def prefill_graph(self) -> bool:
+        """Whether prefills are timed as CUDA-graph replays: on GPUs, without pipeline
+        stages (their sends and receives stay eager), unless prefill_graph=false."""
+        return self.graph and self.pp == 1 and bool(self.cfg.get("prefill_graph", True))
