@@ -11,7 +11,8 @@ import pytest
 
 from gpulane.commands.advise import main
 from gpulane.planning.comm import MeasuredComm
-from gpulane.planning.inputs import load_rows, local_gpus, measure_now
+from gpulane.planning.inputs import load_rows, measure_now
+from gpulane.session.world import local_gpus
 from tests.conftest import fixture_path
 
 
