@@ -31,7 +31,10 @@ from gpulane.runs import (
     save_config,
     sigterm_as_exception,
 )
-from gpulane.transfers.efficiency import Expected, Link
+from gpulane.topology.bandwidth import LineRate
+from gpulane.topology.model import Topology
+from gpulane.topology.paths import path_label
+from gpulane.transfers.efficiency import Expected
 from gpulane.transfers.matrices import aggregate_table, host_table, p2p_matrices
 from gpulane.transfers.points import BACKEND, Point, aggregate_row, to_row
 from gpulane.transfers.sizes import check_size, copy_sizes, parse_gpus, parse_size_value
@@ -149,7 +152,7 @@ class Recorder:
         self.rows: list[Row] = []
         self.failures: list[str] = []
 
-    def point(self, p: Point, link: Link | None, path: str | None = None) -> Row:
+    def point(self, p: Point, link: LineRate | None, path: str | None = None) -> Row:
         # world_size: the GPUs taking part in this point (1 host copy, 2 peer, n all at once)
         world = int(p.extra.get("concurrent") or (2 if p.op == "p2p" else 1))
         row = to_row(
@@ -209,9 +212,9 @@ def copy(cfg: DictConfig) -> int:
     if opts.engine == "cupy" and copier.rt is None:
         raise MissingComponent("engine=cupy but CuPy cannot be imported; use engine=auto")
     topo, topo_json = gpuinfo.probe_topology()
-    infos = gpuinfo.describe_gpus(gpus, torch, copier.rt, topo_json)
+    infos = gpuinfo.describe_gpus(gpus, torch, copier.rt, topo)
     names = {g.index: g.name for g in infos}
-    expected = gpuinfo.topology_expected(topo, topo_json, list(names.values()))
+    expected = Expected.from_topology(topo, list(names.values()))
     nodes = numa.online_nodes()
     placement = {g.index: numa.choose_node(opts.numa, g.numa, nodes) for g in infos}
     run = make_run_dir(cfg)
@@ -242,7 +245,7 @@ def copy(cfg: DictConfig) -> int:
                 hb.free()
             pinned.clear()
             if opts.peer and len(gpus) > 1:
-                _peer_sections(rec, copier, infos, opts, expected, topo_json)
+                _peer_sections(rec, copier, infos, opts, expected, topo)
                 print(p2p_matrices(rec.dicts()), flush=True)
         except (KeyboardInterrupt, Terminated) as ex:
             code = 143 if isinstance(ex, Terminated) else 130
@@ -330,7 +333,7 @@ def _all_gpus(
 
 def _peer_sections(
     rec: Recorder, copier: Any, infos: list[Any], opts: Options, expected: Expected,
-    topo_json: dict[str, Any] | None,
+    topo: Topology | None,
 ) -> None:  # fmt: skip
     from gpulane.transfers import gpuinfo
 
@@ -342,7 +345,7 @@ def _peer_sections(
         for p in points:
             link = expected.pair_link(p.src, p.dst, peer)
             p.extra.update(cuda_src=_idx(by_index, p.src), cuda_dst=_idx(by_index, p.dst))
-            rec.point(p, link, gpuinfo.pair_label(topo_json, p.src, p.dst))
+            rec.point(p, link, path_label(topo, [p.src, p.dst]))
 
     for peer in opts.peer_access:
         label = "peer access on" if peer else "peer access off"
