@@ -21,6 +21,7 @@ from gpulane import __version__
 from gpulane.analysis import plots
 from gpulane.analysis.rules import Verdict
 from gpulane.record import utc_now
+from gpulane.topology.model import Topology, as_topology
 from gpulane.units import format_size
 
 CSS = """
@@ -198,40 +199,36 @@ def _cell_class(label: str) -> str:
     return "sys"
 
 
-def topology_section(topology: Mapping[str, Any] | None, source: str | None = None) -> str:
-    if not topology:
+def topology_section(
+    topology: Topology | Mapping[str, Any] | None, source: str | None = None
+) -> str:
+    topo = as_topology(topology)
+    if topo is None:
         return "<h2>Topology</h2><p>No topology recorded (gpulane topo --json; report --topology FILE).</p>"
-    gpus = [g for g in topology.get("gpus") or []]
-    nics = [n for n in topology.get("nics") or []]
-    names = [str(g.get("name")) for g in gpus] + [str(n.get("name")) for n in nics]
-    labels: dict[tuple[str, str], str] = {}
-    for p in topology.get("pairs") or []:
-        a, b, label = str(p.get("a")), str(p.get("b")), str(p.get("label"))
-        labels[(a, b)] = labels[(b, a)] = label
+    names = topo.gpu_names() + [n.name for n in topo.nics]
     head = "".join(f"<th>{_e(n)}</th>" for n in names)
     body = []
     for a in names:
         cells = []
         for b in names:
-            label = "X" if a == b else labels.get((a, b), "")
+            pair = topo.pair(a, b)
+            label = "X" if a == b else (pair.label if pair is not None else "")
             cells.append(f'<td class="{_cell_class(label) if label else ""}">{_e(label)}</td>')
         body.append(f'<tr><th class="l">{_e(a)}</th>{"".join(cells)}</tr>')
     matrix = f'<table id="topology-matrix"><thead><tr><th></th>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
     rows = []
-    for g in gpus:
-        link = g.get("pcie") or {}
+    for g in topo.gpus:
+        link = g.pcie
         rows.append(
             {
-                "GPU": g.get("name"),
-                "model": g.get("model") or "-",
-                "bus id": g.get("bus_id") or "-",
-                "NUMA": "-" if g.get("numa") is None else g.get("numa"),
-                "CPU affinity": g.get("cpu_affinity") or "-",
-                "PCIe now": f"Gen{link.get('gen', '?')} x{link.get('width', '?')}" if link else "-",
-                "PCIe max": f"Gen{link.get('gen_max', '?')} x{link.get('width_max', '?')}"
-                if link
-                else "-",
-                "downtrained": _yes_no(link.get("downtrained")) if link else "-",
+                "GPU": g.name,
+                "model": g.model or "-",
+                "bus id": g.bus_id or "-",
+                "NUMA": "-" if g.numa is None else g.numa,
+                "CPU affinity": g.cpu_affinity or "-",
+                "PCIe now": link.describe() if link else "-",
+                "PCIe max": link.describe_max() if link else "-",
+                "downtrained": _yes_no(link.downtrained) if link else "-",
             }
         )
     gpu_table = (
@@ -241,24 +238,21 @@ def topology_section(topology: Mapping[str, Any] | None, source: str | None = No
         if rows
         else ""
     )
-    p2p_rows = []
-    for p in topology.get("pairs") or []:
-        if p.get("p2p"):
-            status = p["p2p"]
-            text = (
-                status
-                if isinstance(status, str)
-                else ", ".join(f"{k}={v}" for k, v in sorted(status.items()))
-            )
-            p2p_rows.append(
-                {"pair": f"{p.get('a')}-{p.get('b')}", "label": p.get("label"), "P2P": text}
-            )
+    p2p_rows = [
+        {
+            "pair": f"{p.a}-{p.b}",
+            "label": p.label,
+            "P2P": ", ".join(f"{k}={v}" for k, v in sorted(p.p2p.items())),
+        }
+        for p in topo.pairs
+        if p.p2p
+    ]
     p2p = (
         html_table(pd.DataFrame(p2p_rows), "topology-p2p", left=["pair", "label", "P2P"])
         if p2p_rows
         else ""
     )
-    warnings = topology.get("warnings") or []
+    warnings = topo.warnings
     warn = (
         '<ul class="warn" id="topology-warnings">'
         + "".join(f"<li>{_e(w)}</li>" for w in warnings)
@@ -351,7 +345,7 @@ def _errors_table(frame: pd.DataFrame) -> str:
 
 def render_report(
     frame: pd.DataFrame,
-    topology: Mapping[str, Any] | None = None,
+    topology: Topology | Mapping[str, Any] | None = None,
     verdict: Verdict | None = None,
     title: str = "gpulane report",
     sources: Sequence[str] = (),

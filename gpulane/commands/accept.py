@@ -53,7 +53,7 @@ def to_overrides(argv: list[str]) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    from gpulane.analysis.accept import accept
+    from gpulane.campaigns.accept import accept
     from gpulane.commands.hydra_app import run_hydra
 
     return run_hydra("accept", accept, to_overrides(argv), "gpulane accept")

@@ -6,10 +6,10 @@ import argparse
 import json
 from pathlib import Path
 
-from gpulane.analysis.accept import ACCEPT_JSON, REPORT_HTML
 from gpulane.analysis.report import render_report
 from gpulane.analysis.rules import Check, Verdict
 from gpulane.analysis.store import Filters, load_frame
+from gpulane.campaigns.accept import ACCEPT_JSON, REPORT_HTML
 from gpulane.commands.args import ArgumentParser
 from gpulane.errors import InputError
 
@@ -50,7 +50,7 @@ def load_verdict(path: Path) -> Verdict:
 
 
 def main(argv: list[str]) -> int:
-    from gpulane.analysis.accept import resolve_topology
+    from gpulane.campaigns.accept import resolve_topology
 
     args = parser().parse_args(argv)
     paths = [Path(r) for r in args.runs]

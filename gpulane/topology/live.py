@@ -19,7 +19,7 @@ from gpulane.errors import GpulaneError
 from gpulane.topology import paths
 from gpulane.topology.build import Inputs, build
 from gpulane.topology.lspci import parse_lspci_tree, parse_lspci_verbose
-from gpulane.topology.model import PcieLink, Topology, normalize_bus_id
+from gpulane.topology.model import Pair, PcieLink, Topology, normalize_bus_id
 from gpulane.topology.nvlink import NvlinkGpu, parse_nvlink_status
 from gpulane.topology.p2p import MODES, parse_p2p
 from gpulane.topology.smi_query import SmiGpu, SmiQuery
@@ -478,45 +478,60 @@ def _physical_indices(indices: list[int]) -> list[int]:
 def worst_path_for_gpus(indices: list[int]) -> str | None:
     """The worst nvidia-smi label among these local GPUs (as CUDA numbers them).
 
-    From NVML, or ``nvidia-smi topo -m`` when NVML cannot tell; None when unknown or
+    The pair labels come from NVML, or ``nvidia-smi topo -m`` when NVML cannot tell; the
+    worst of them is :func:`gpulane.topology.paths.path_label`'s. None when unknown or
     when fewer than two GPUs are given. Never raises.
     """
     try:
         phys = sorted(set(_physical_indices(list(indices))))
         if len(phys) < 2:
             return None
-        labels: list[str] = []
-        probe, _ = _open_nvml()
-        if probe is not None:
-            try:
-                if all(0 <= i < probe.count for i in phys):
-                    for n, a in enumerate(phys):
-                        for b in phys[n + 1 :]:
-                            lab = probe.label(a, b)
-                            if lab is None:
-                                labels = []
-                                break
-                            labels.append(lab)
-                        else:
-                            continue
-                        break
-            finally:
-                probe.close()
-        if not labels:
-            smi = shutil.which("nvidia-smi")
-            if smi is None:
-                return None
-            text, _ = _run([smi, "topo", "-m"])
-            if text is None:
-                return None
-            m = parse_topo_matrix(text, "nvidia-smi topo -m")
-            names = [f"GPU{i}" for i in phys]
-            if not all(n in m.gpus for n in names):
-                return None
-            labels = [m.labels[(a, b)] for k, a in enumerate(names) for b in names[k + 1 :]]
-        return paths.worst_label(labels) if labels else None
+        names = [f"GPU{i}" for i in phys]
+        return paths.path_label(_nvml_pairs(phys) or _smi_pairs(names), names)
     except Exception:
         return None
+
+
+def _pairs_topology(labels: dict[tuple[str, str], str]) -> Topology:
+    return Topology(
+        pairs=[Pair(a, b, label, paths.label_kind(label)) for (a, b), label in labels.items()]
+    )
+
+
+def _nvml_pairs(phys: list[int]) -> Topology | None:
+    """NVML's label for every pair of these GPUs (NVML numbering), or None."""
+    probe, _ = _open_nvml()
+    if probe is None:
+        return None
+    try:
+        if not all(0 <= i < probe.count for i in phys):
+            return None
+        labels: dict[tuple[str, str], str] = {}
+        for n, a in enumerate(phys):
+            for b in phys[n + 1 :]:
+                label = probe.label(a, b)
+                if label is None:
+                    return None
+                labels[(f"GPU{a}", f"GPU{b}")] = label
+        return _pairs_topology(labels)
+    finally:
+        probe.close()
+
+
+def _smi_pairs(names: list[str]) -> Topology | None:
+    """The pairs of these GPUs as ``nvidia-smi topo -m`` labels them, or None."""
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return None
+    text, _ = _run([smi, "topo", "-m"])
+    if text is None:
+        return None
+    m = parse_topo_matrix(text, "nvidia-smi topo -m")
+    if not all(n in m.gpus for n in names):
+        return None
+    return _pairs_topology(
+        {(a, b): m.labels[(a, b)] for k, a in enumerate(names) for b in names[k + 1 :]}
+    )
 
 
 __all__ = ["NvmlProbe", "make_link", "probe_topology", "worst_path_for_gpus"]

@@ -3,12 +3,16 @@
 Best to worst: ``NV#`` (more bonded links better), then ``PIX`` < ``PXB`` < ``PHB`` <
 ``NODE`` < ``SYS`` < ``NET`` (a path between nodes). The old ``SOC`` label is read as
 ``SYS``; callers keep the original text beside it.
+
+:func:`path_label` is the one answer to "which path do these GPUs talk over": the worst
+label among their pairs. ``NET`` (ranks on more than one node) is the caller's to say.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from typing import Protocol
 
 from gpulane.errors import InputError
 
@@ -87,3 +91,32 @@ NVML_LEVEL_LABELS = {0: "PIX", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: 
 def label_from_nvml_level(level: int) -> str | None:
     """Label for an NVML common-ancestor level (INTERNAL counts as PIX: one board)."""
     return NVML_LEVEL_LABELS.get(level)
+
+
+class _Labelled(Protocol):
+    label: str
+
+
+class _Pairs(Protocol):
+    """What :func:`path_label` reads of a Topology (the model imports this module)."""
+
+    def pair(self, a: str, b: str) -> _Labelled | None: ...
+
+
+def path_label(topo: _Pairs | None, gpus: Sequence[str]) -> str | None:
+    """The worst label among the pairs of ``gpus`` (GPU names, as the topology names them).
+
+    None when fewer than two distinct GPUs are given, there is no topology, or a pair's
+    label is unknown (a worst label over some of the pairs would be a guess).
+    """
+    names = list(dict.fromkeys(gpus))
+    if topo is None or len(names) < 2:
+        return None
+    labels: list[str] = []
+    for i, a in enumerate(names):
+        for b in names[i + 1 :]:
+            pair = topo.pair(a, b)
+            if pair is None or not pair.label:
+                return None
+            labels.append(pair.label)
+    return worst_label(labels)

@@ -4,23 +4,29 @@ GPUs are named as nvidia-smi and `gpulane topo` name them (``GPU<NVML index>``),
 PCI bus id, so that copy rows join with the topology; the CUDA index this process uses is
 kept in ``extra.cuda_device``.
 
-Line rates come from gpulane.topology when it is there (``probe_topology`` and
-``topology.bandwidth``), else from NVML: the PCIe link is read while a large copy is in
-flight, because an idle GPU drops its link to a lower generation to save power, and
+Line rates come from gpulane.topology when it is there (``probe_topology``, then
+``Expected.from_topology``), else from NVML: the PCIe link is read while a large copy is
+in flight, because an idle GPU drops its link to a lower generation to save power, and
 NVLinks are counted per peer from NVML's link state and remote PCI ids. A topology figure
-below what the busy link reads (a probe taken while the link idled) gives way to the
-busy reading.
+below what the busy link reads gives way to the busy reading.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpulane.transfers.efficiency import Expected, Link, nvlink_link, pcie_link, pcie_pair_link
-from gpulane.transfers.efficiency import from_topology_json as _from_json
+from gpulane.topology.bandwidth import (
+    NVLINK_BY_VERSION,
+    LineRate,
+    nvlink_rate,
+    pcie_peer,
+    pcie_rate,
+)
+from gpulane.topology.model import Topology
+from gpulane.transfers.efficiency import Expected
 from gpulane.transfers.numa import gpu_numa_node, sysfs_bus_id
+from gpulane.units import NVLINK4_LINK_GBPS
 
 NVLINK_MAX_LINKS = 18
 
@@ -45,18 +51,15 @@ def _nvml() -> Any | None:
     return pynvml
 
 
-def probe_topology() -> tuple[Any | None, dict[str, Any] | None]:
-    """(Topology object, its JSON dict) from gpulane.topology, or (None, None)."""
+def probe_topology() -> tuple[Topology | None, dict[str, Any] | None]:
+    """(this machine's Topology, its JSON) from gpulane.topology.live, or (None, None)."""
     try:
         from gpulane.topology.live import probe_topology as probe
     except Exception:
         return None, None
     try:
         topo = probe()
-        data = topo.to_json()
-        if isinstance(data, str):
-            data = json.loads(data)
-        return topo, data if isinstance(data, dict) else None
+        return topo, topo.to_json()
     except Exception:
         return None, None
 
@@ -75,13 +78,10 @@ def bus_id_of(index: int, torch: Any, rt: Any | None) -> str | None:
 
 
 def describe_gpus(
-    indices: list[int], torch: Any, rt: Any | None, topo_json: dict[str, Any] | None
+    indices: list[int], torch: Any, rt: Any | None, topo: Topology | None
 ) -> list[GpuInfo]:
     nvml = _nvml()
-    by_bus = {}
-    for g in (topo_json or {}).get("gpus") or []:
-        if g.get("bus_id"):
-            by_bus[sysfs_bus_id(str(g["bus_id"]))] = g
+    by_bus = {sysfs_bus_id(g.bus_id): g for g in (topo.gpus if topo else []) if g.bus_id}
     out = []
     for i in indices:
         bus = bus_id_of(i, torch, rt)
@@ -89,8 +89,8 @@ def describe_gpus(
         numa = None
         topo_gpu = by_bus.get(bus or "")
         if topo_gpu is not None:
-            name = str(topo_gpu.get("name") or name)
-            numa = topo_gpu.get("numa")
+            name = topo_gpu.name
+            numa = topo_gpu.numa
         elif nvml is not None and bus:
             try:
                 handle = nvml.nvmlDeviceGetHandleByPciBusId_v2(bus)
@@ -107,7 +107,7 @@ def describe_gpus(
     return out
 
 
-def busy_pcie_link(bus_id: str | None) -> Link | None:
+def busy_pcie_link(bus_id: str | None) -> LineRate | None:
     """The PCIe link as NVML reads it now (call while a copy is in flight)."""
     nvml = _nvml()
     if nvml is None or not bus_id:
@@ -118,10 +118,10 @@ def busy_pcie_link(bus_id: str | None) -> Link | None:
         width = nvml.nvmlDeviceGetCurrPcieLinkWidth(h)
     except Exception:
         return None
-    return pcie_link(gen, width, "nvml")
+    return pcie_rate(gen, width, "nvml")
 
 
-def nvml_nvlinks(a: str | None, b: str | None) -> Link | None:
+def nvml_nvlinks(a: str | None, b: str | None) -> LineRate | None:
     """Active NVLinks from GPU a to GPU b (by bus id), from NVML."""
     nvml = _nvml()
     if nvml is None or not a or not b:
@@ -145,41 +145,11 @@ def nvml_nvlinks(a: str | None, b: str | None) -> Link | None:
                 version = int(nvml.nvmlDeviceGetNvLinkVersion(h, link))
         except Exception:
             continue
-    return nvlink_link(links, version, "nvml") if links else None
+    per_link = NVLINK_BY_VERSION.get(version or 4, NVLINK4_LINK_GBPS)
+    return nvlink_rate(links, per_link, "nvml") if links else None
 
 
-def topology_expected(topo: Any, topo_json: dict[str, Any] | None, names: list[str]) -> Expected:
-    """Line rates from gpulane.topology (its bandwidth module first, then its JSON)."""
-    out = _from_json(topo_json) if topo_json else Expected()
-    if topo is None:
-        return out
-    try:
-        from gpulane.topology.bandwidth import expected_host_gbps, expected_pair_gbps
-    except Exception:
-        return out
-    for n in names:
-        try:
-            v = expected_host_gbps(topo, n)
-        except Exception:
-            v = None
-        if v:
-            label = out.host[n].label if n in out.host else "PCIe"
-            out.host[n] = Link(float(v), label, "topology")
-    for a in names:
-        for b in names:
-            if a == b:
-                continue
-            try:
-                v = expected_pair_gbps(topo, a, b)
-            except Exception:
-                v = None
-            if v:
-                label = out.pairs[(a, b)].label if (a, b) in out.pairs else "peer"
-                out.pairs[(a, b)] = Link(float(v), label, "topology")
-    return out
-
-
-def merge_busy(expected: Expected, name: str, busy: Link | None) -> None:
+def merge_busy(expected: Expected, name: str, busy: LineRate | None) -> None:
     """Take the busy NVML reading where the topology gave nothing, or less."""
     have = expected.host.get(name)
     if busy is not None and (have is None or have.gbps < busy.gbps - 1e-6):
@@ -192,18 +162,11 @@ def fill_pairs(expected: Expected, gpus: list[GpuInfo]) -> None:
         for b in gpus:
             if a is b or (a.name, b.name) in expected.pairs:
                 continue
-            link = nvml_nvlinks(a.bus_id, b.bus_id) or pcie_pair_link(
+            link = nvml_nvlinks(a.bus_id, b.bus_id) or pcie_peer(
                 expected.host.get(a.name), expected.host.get(b.name)
             )
             if link is not None:
                 expected.pairs[(a.name, b.name)] = link
-
-
-def pair_label(topo_json: dict[str, Any] | None, a: str, b: str) -> str | None:
-    for p in (topo_json or {}).get("pairs") or []:
-        if {p.get("a"), p.get("b")} == {a, b}:
-            return p.get("label")
-    return None
 
 
 def versions(torch: Any, rt: Any | None) -> dict[str, str]:

@@ -19,7 +19,10 @@ from gpulane.errors import MissingComponent
 from gpulane.rank import RankContext, hostname
 from gpulane.record import Row, RowWriter
 from gpulane.rundir import RunDir, run_env
-from gpulane.transfers.efficiency import Expected, Link
+from gpulane.topology.bandwidth import LineRate
+from gpulane.topology.model import Topology
+from gpulane.topology.paths import path_label
+from gpulane.transfers.efficiency import Expected
 from gpulane.transfers.options import Options, read_options
 from gpulane.transfers.points import BACKEND, Point, aggregate_row, to_row
 from gpulane.transfers.sizes import parse_gpus
@@ -38,7 +41,7 @@ class Recorder:
         self.failures: list[str] = []
         self.note: Callable[[str], None] = lambda text: None  # a line for the user
 
-    def point(self, p: Point, link: Link | None, path: str | None = None) -> Row:
+    def point(self, p: Point, link: LineRate | None, path: str | None = None) -> Row:
         # world_size: the GPUs taking part in this point (1 host copy, 2 peer, n all at once)
         world = int(p.extra.get("concurrent") or (2 if p.op == "p2p" else 1))
         row = to_row(
@@ -94,9 +97,9 @@ def run_rank(cfg: Any, ctx: RankContext) -> None:
     if opts.engine == "cupy" and copier.rt is None:
         raise MissingComponent("engine=cupy but CuPy cannot be imported; use engine=auto")
     topo, topo_json = gpuinfo.probe_topology()
-    infos = gpuinfo.describe_gpus(gpus, torch, copier.rt, topo_json)
+    infos = gpuinfo.describe_gpus(gpus, torch, copier.rt, topo)
     names = {g.index: g.name for g in infos}
-    expected = gpuinfo.topology_expected(topo, topo_json, list(names.values()))
+    expected = Expected.from_topology(topo, list(names.values()))
     nodes = numa.online_nodes()
     placement = {g.index: numa.choose_node(opts.numa, g.numa, nodes) for g in infos}
     run = RunDir(str(cfg.run_id), ctx.run_dir, str(cfg.build))
@@ -120,7 +123,7 @@ def run_rank(cfg: Any, ctx: RankContext) -> None:
             hb.free()
         pinned.clear()
         if opts.peer and len(gpus) > 1:
-            _peer_sections(rec, copier, infos, opts, expected, topo_json)
+            _peer_sections(rec, copier, infos, opts, expected, topo)
     finally:
         rec.writer.close()
         copier.close()
@@ -191,7 +194,7 @@ def _all_gpus(
 
 def _peer_sections(
     rec: Recorder, copier: Any, infos: list[Any], opts: Options, expected: Expected,
-    topo_json: dict[str, Any] | None,
+    topo: Topology | None,
 ) -> None:  # fmt: skip
     from gpulane.transfers import gpuinfo
 
@@ -203,7 +206,7 @@ def _peer_sections(
         for p in points:
             link = expected.pair_link(p.src, p.dst, peer)
             p.extra.update(cuda_src=_idx(by_index, p.src), cuda_dst=_idx(by_index, p.dst))
-            rec.point(p, link, gpuinfo.pair_label(topo_json, p.src, p.dst))
+            rec.point(p, link, path_label(topo, [p.src, p.dst]))
 
     for peer in opts.peer_access:
         label = "peer access on" if peer else "peer access off"

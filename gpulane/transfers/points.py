@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpulane.record import Row
-from gpulane.transfers.efficiency import Link, efficiency
+from gpulane.topology.bandwidth import LineRate
+from gpulane.transfers.efficiency import efficiency
 
 BACKEND = "gpulane-copy"
 OPS = ("h2d", "d2h", "p2p")
@@ -84,7 +85,7 @@ def to_row(
     *,
     run_id: str,
     build: str,
-    link: Link | None,
+    link: LineRate | None,
     path: str | None = None,
     world_size: int | None = None,
     host: str | None = None,
@@ -140,7 +141,7 @@ def to_row(
     )
 
 
-def aggregate_row(rows: Sequence[Row], link: Link | None, test: str) -> Row:
+def aggregate_row(rows: Sequence[Row], link: LineRate | None, test: str) -> Row:
     """The sum of per-GPU rows that ran at the same time (all GPUs to or from the host)."""
     first = rows[0]
     total = sum(r.algbw_gbps or 0.0 for r in rows)

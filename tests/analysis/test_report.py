@@ -22,7 +22,7 @@ from tests.analysis.fixture_rows import (
     tokens_rows,
     write_run,
 )
-from tests.analysis.test_rules import rule_set
+from tests.analysis.rules.rule_sets import rule_set
 
 CHROMIUM_FLAGS = [
     "--headless",

@@ -4,9 +4,22 @@ from pathlib import Path
 
 import pytest
 
-from gpulane.topology.bandwidth import expected_host_gbps, expected_pair_gbps
+from gpulane.topology.bandwidth import (
+    NVLINK_BY_VERSION,
+    LineRate,
+    expected_host_gbps,
+    expected_pair_gbps,
+    host_rate,
+    nvlink_rate,
+    pair_rate,
+    path_rate,
+    pcie_peer,
+    pcie_rate,
+    staged,
+)
 from gpulane.topology.build import Inputs, build
 from gpulane.topology.lspci import parse_lspci_tree, parse_lspci_verbose
+from gpulane.topology.model import Topology
 from gpulane.topology.nvlink import parse_nvlink_status
 from gpulane.topology.smi_query import parse_smi_query
 from gpulane.topology.sysfs import SysfsDevice, read_device, upstream_links
@@ -111,3 +124,91 @@ def test_lspci_tree_with_verbose() -> None:
     assert g1 is not None and g1.pcie is None and g1.upstream[0].bus_id == "0000:40:01.1"
     assert expected_host_gbps(topo, "GPU1") is None  # no lspci -vvv for it
     assert any("PCI bus order" in w for w in topo.warnings)
+
+
+def test_line_rates_after_encoding() -> None:
+    gen5 = pcie_rate(5, 16)
+    assert gen5 == LineRate(16 * 3.938, "PCIe Gen5 x16", "topology")  # 63.008 GB/s
+    assert pcie_rate(4, 4, "nvml") == LineRate(4 * 1.969, "PCIe Gen4 x4", "nvml")
+    assert pcie_rate(None, 16) is None and pcie_rate(4, None) is None
+    assert pcie_rate(9, 16) is None  # unknown generation: no figure, not a guess
+    assert nvlink_rate(18, 26.5625) == LineRate(18 * 26.5625, "NV18")  # 478.125 GB/s
+    assert nvlink_rate(12, NVLINK_BY_VERSION[3]) == LineRate(12 * 25.0, "NV12")  # A100
+    assert nvlink_rate(0, 25.0) is None and nvlink_rate(4, None) is None
+
+
+def test_staged_and_peer_take_the_slower_link() -> None:
+    a = LineRate(63.0, "PCIe Gen5 x16")
+    b = LineRate(15.75, "PCIe Gen4 x8")
+    assert staged(a, b) == staged(b, a) == LineRate(15.75, "PCIe Gen4 x8 (staged through host)")
+    assert pcie_peer(a, b) == LineRate(15.75, "PCIe Gen4 x8 (PCIe peer)")
+    assert staged(a, None) is None and pcie_peer(None, b) is None
+    # Equal rates: the source GPU's link is the one named.
+    nvml = LineRate(63.0, "PCIe Gen5 x16", "nvml")
+    assert staged(nvml, a) == LineRate(63.0, "PCIe Gen5 x16 (staged through host)", "nvml")
+    assert pcie_peer(a, nvml) == LineRate(63.0, "PCIe Gen5 x16 (PCIe peer)", "topology")
+
+
+def test_h200x2_rates_with_their_labels() -> None:
+    topo = build(h200())
+    assert host_rate(topo, "GPU1") == LineRate(16 * 3.938, "PCIe Gen5 x16")
+    assert pair_rate(topo, "GPU0", "GPU1") == LineRate(18 * 26.562, "NV18")
+    assert pair_rate(topo, "GPU1", "GPU0", peer_access=False) == LineRate(
+        16 * 3.938, "PCIe Gen5 x16 (staged through host)"
+    )
+    assert path_rate(topo, ["GPU0", "GPU1"]) == LineRate(18 * 26.562, "NV18")
+    assert path_rate(topo, ["GPU0", "GPU1"], "NV4") == LineRate(4 * 26.562, "NV4")
+    assert path_rate(topo, ["GPU0", "GPU1"], "NET") is None  # between nodes: not the topology's
+    assert path_rate(topo, ["GPU0"]) is None  # one GPU has no path
+    assert host_rate(topo, "GPU5") is None and pair_rate(topo, "GPU0", "GPU5") is None
+
+
+def _one_gpu(link: dict[str, int | None], above: dict[str, int | None] | None = None) -> Topology:
+    gpu: dict[str, object] = {"name": "GPU0", "pcie": link}
+    if above is not None:
+        gpu["pcie_upstream"] = [above]
+    return Topology.from_json({"gpus": [gpu]})
+
+
+@pytest.mark.parametrize(
+    ("gen", "width", "expected"),
+    [
+        (1, 16, 16 * 1.969),  # idle: reads Gen1, reaches Gen4
+        (4, 16, 16 * 1.969),
+        (1, 15, 15 * 0.25),  # lost a lane: held at what it reads
+        (3, 8, 8 * 0.985),  # x8 in an x16 slot at Gen3: a riser or slot, not idling
+        (4, 32, 32 * 1.969),
+    ],
+)
+def test_reachable_generation(gen: int, width: int, expected: float) -> None:
+    """The generation a link can reach (an idle GPU downclocks), unless it also lost width."""
+    topo = _one_gpu({"gen": gen, "gen_max": 4, "width": width, "width_max": 16})
+    assert expected_host_gbps(topo, "GPU0") == pytest.approx(expected)
+
+
+def test_port_above_caps_the_generation() -> None:
+    link = {"gen": 1, "gen_max": 5, "width": 16, "width_max": 16}
+    topo = _one_gpu(link, {"gen": 4, "gen_max": 4, "width": 16, "width_max": 16})
+    assert host_rate(topo, "GPU0") == LineRate(16 * 1.969, "PCIe Gen4 x16")
+    narrow = _one_gpu(link, {"gen": 5, "gen_max": 5, "width": 4, "width_max": 4})
+    assert host_rate(narrow, "GPU0") == LineRate(4 * 3.938, "PCIe Gen5 x4")
+
+
+def test_collective_on_pcie_takes_the_slowest_gpu() -> None:
+    gpus = [
+        {"name": "GPU0", "pcie": {"gen": 4, "gen_max": 4, "width": 16, "width_max": 16}},
+        {"name": "GPU1", "pcie": {"gen": 3, "gen_max": 4, "width": 4, "width_max": 16}},
+        {"name": "GPU2", "pcie": None},
+    ]
+    pairs = [
+        {"a": "GPU0", "b": "GPU1", "label": "PXB"},
+        {"a": "GPU0", "b": "GPU2", "label": "PHB"},
+        {"a": "GPU1", "b": "GPU2", "label": "NV4"},
+    ]
+    topo = Topology.from_json({"gpus": gpus, "pairs": pairs})
+    assert path_rate(topo, ["GPU0", "GPU1"]) == LineRate(4 * 0.985, "PCIe Gen3 x4")
+    assert pair_rate(topo, "GPU1", "GPU0") == LineRate(4 * 0.985, "PCIe Gen3 x4 (PCIe peer)")
+    assert path_rate(topo, ["GPU0", "GPU2"]) is None  # GPU2's link is unknown
+    assert path_rate(topo, ["GPU0", "GPU1", "GPU2"], "SOC") is None  # read as SYS: same
+    # NV4 with neither measured speeds nor a model: no per-link rate, so no figure.
+    assert pair_rate(topo, "GPU1", "GPU2") is None

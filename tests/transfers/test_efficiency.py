@@ -1,23 +1,18 @@
 from __future__ import annotations
 
+import copy
+
 import pytest
 
-from gpulane.transfers.efficiency import (
-    Expected,
-    Link,
-    efficiency,
-    from_topology_json,
-    nvlink_link,
-    pcie_link,
-    pcie_pair_link,
-    staged_link,
-)
+from gpulane.topology.bandwidth import LineRate
+from gpulane.topology.model import Topology
+from gpulane.transfers.efficiency import Expected, efficiency
 
 H200X2 = {
     "gpus": [
-        {"name": "GPU0", "index": 0, "bus_id": "0000:00:06.0", "numa": 0,
+        {"name": "GPU0", "index": 0, "bus_id": "0000:00:06.0", "numa": 0, "model": "NVIDIA H200",
          "pcie": {"gen": 5, "gen_max": 5, "width": 16, "width_max": 16, "downtrained": False}},
-        {"name": "GPU1", "index": 1, "bus_id": "0000:00:07.0", "numa": 0,
+        {"name": "GPU1", "index": 1, "bus_id": "0000:00:07.0", "numa": 0, "model": "NVIDIA H200",
          "pcie": {"gen": 5, "gen_max": 5, "width": 16, "width_max": 16, "downtrained": False}},
     ],
     "nics": [{"name": "NIC0", "device": "mlx5_0"}],
@@ -29,22 +24,6 @@ H200X2 = {
 }  # fmt: skip
 
 
-def test_line_rates_after_encoding() -> None:
-    gen5 = pcie_link(5, 16)
-    assert gen5 is not None
-    assert gen5.gbps == pytest.approx(63.008)  # 3.938 GB/s per lane x 16
-    assert gen5.label == "PCIe Gen5 x16"
-    gen4x4 = pcie_link(4, 4)
-    assert gen4x4 is not None and gen4x4.gbps == pytest.approx(7.876)
-    assert pcie_link(None, 16) is None
-    assert pcie_link(9, 16) is None  # unknown generation: no figure, not a guess
-    nv = nvlink_link(18)
-    assert nv is not None and nv.gbps == pytest.approx(478.125) and nv.label == "NV18"
-    nv3 = nvlink_link(12, version=3)
-    assert nv3 is not None and nv3.gbps == pytest.approx(300.0)  # A100: 12 x 25 GB/s
-    assert nvlink_link(0) is None
-
-
 def test_efficiency_arithmetic() -> None:
     # The issue's reference figures on 2xH200.
     assert efficiency(55.5, 63.008) == pytest.approx(0.8808, abs=1e-4)
@@ -54,12 +33,13 @@ def test_efficiency_arithmetic() -> None:
     assert efficiency(10.0, 0.0) is None
 
 
-def test_from_topology_json() -> None:
-    exp = from_topology_json(H200X2)
+def test_from_topology() -> None:
+    exp = Expected.from_topology(Topology.from_json(H200X2))
     host = exp.host_link("GPU0")
     assert host is not None and host.gbps == pytest.approx(63.008)
-    assert (host.label, host.source) == ("PCIe Gen5 x16", "topology-json")
+    assert (host.label, host.source) == ("PCIe Gen5 x16", "topology")
     on = exp.pair_link("GPU1", "GPU0", peer_access=True)
+    # H200: NVLink4's 26.5625 GB/s per link (the model's rate: no speeds in this file)
     assert on is not None and on.gbps == pytest.approx(478.125) and on.label == "NV18"
     off = exp.pair_link("GPU0", "GPU1", peer_access=False)
     assert off is not None and off.gbps == pytest.approx(63.008)
@@ -70,7 +50,7 @@ def test_from_topology_json() -> None:
 
 
 def test_pcie_pairs_and_unknown_fields() -> None:
-    topo = {
+    data = {
         "gpus": [
             {"name": "GPU0", "pcie": {"gen": 4, "width": 16}},
             {"name": "GPU1", "pcie": {"gen": 3, "width": 4}},  # the x4 riser
@@ -82,19 +62,34 @@ def test_pcie_pairs_and_unknown_fields() -> None:
             {"a": "GPU1", "b": "GPU2", "label": "NV4", "kind": None, "nvlinks": None},
         ],
     }
-    exp = from_topology_json(topo)
+    exp = Expected.from_topology(Topology.from_json(data))
     p01 = exp.pair_link("GPU0", "GPU1", True)
     assert p01 is not None and p01.gbps == pytest.approx(0.985 * 4)  # the slower link
+    assert p01.label == "PCIe Gen3 x4 (PCIe peer)"
     assert exp.pair_link("GPU0", "GPU2", True) is None  # GPU2's link is unknown
-    nv = exp.pair_link("GPU2", "GPU1", True)
-    assert nv is not None and nv.label == "NV4"
+    # NV4 with no link speeds and no GPU model: no per-link rate, so no figure (this used to
+    # assume NVLink4's 26.5625 GB/s per link, 6% high for an A100).
+    assert exp.pair_link("GPU2", "GPU1", True) is None
     assert exp.host_link("GPU2") is None
     assert exp.all_host(["GPU0", "GPU2"]) is None
+    data["gpus"][2]["model"] = "NVIDIA A100-SXM4-40GB"
+    nv = Expected.from_topology(Topology.from_json(data)).pair_link("GPU2", "GPU1", True)
+    assert nv == LineRate(4 * 25.0, "NV4")
 
 
-def test_staged_and_pcie_pair_need_both_links() -> None:
-    a = Link(63.0, "PCIe Gen5 x16")
-    b = Link(15.75, "PCIe Gen4 x8")
-    assert staged_link(a, b) == Link(15.75, "PCIe Gen4 x8 (staged through host)")
-    assert pcie_pair_link(a, None) is None
-    assert Expected().pair_link("GPU0", "GPU1", False) is None
+def test_idle_link_reads_gen1_but_reaches_its_maximum() -> None:
+    """The topology taken at rest reads Gen1 on an idle H200; a copy runs at Gen5."""
+    data = copy.deepcopy(H200X2)
+    data["gpus"][0]["pcie"].update(gen=1, downtrained=True)
+    host = Expected.from_topology(Topology.from_json(data)).host_link("GPU0")
+    assert host == LineRate(16 * 3.938, "PCIe Gen5 x16")
+
+
+def test_staged_needs_both_links() -> None:
+    exp = Expected(host={"GPU0": LineRate(63.0, "PCIe Gen5 x16")})
+    assert exp.pair_link("GPU0", "GPU1", False) is None
+    exp.host["GPU1"] = LineRate(15.75, "PCIe Gen4 x8", "nvml")  # a busy NVML reading
+    assert exp.pair_link("GPU1", "GPU0", False) == LineRate(
+        15.75, "PCIe Gen4 x8 (staged through host)", "nvml"
+    )
+    assert Expected.from_topology(None) == Expected()

@@ -4,15 +4,15 @@ from pathlib import Path
 
 import pytest
 
-from gpulane.transfers.efficiency import Link
+from gpulane.topology.bandwidth import LineRate
 from gpulane.transfers.importers import parse_p2p
 from gpulane.transfers.matrices import aggregate_table, host_table, p2p_matrices
 from gpulane.transfers.plot import plot_bandwidth
 from gpulane.transfers.points import Point, aggregate_row, to_row
 
 GIB = 1 << 30
-PCIE = Link(63.008, "PCIe Gen5 x16", "nvml")
-NV18 = Link(478.125, "NV18", "nvml")
+PCIE = LineRate(63.008, "PCIe Gen5 x16", "nvml")
+NV18 = LineRate(478.125, "NV18", "nvml")
 
 
 def _us(size: int, gbps: float) -> float:
@@ -84,7 +84,7 @@ def test_aggregate_table() -> None:
     ]  # fmt: skip
     for r in rows:
         r.extra["test"] = "all-gpus"
-    agg = aggregate_row(rows, Link(126.016, "sum", "sum"), "all-gpus")
+    agg = aggregate_row(rows, LineRate(126.016, "sum", "sum"), "all-gpus")
     text = aggregate_table([r.to_dict() for r in [*rows, agg]])
     assert "all GPUs at once, h2d, pinned, 1 GiB each: GPU0 54.40  GPU1 54.40" in text
     assert "total 108.80 GB/s of 126.02 (0.86)" in text

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from gpulane.record import Row
-from gpulane.transfers.efficiency import Link
+from gpulane.topology.bandwidth import LineRate
 from gpulane.transfers.points import Point, aggregate_row, percentile, summarize, to_row
 
 
@@ -21,7 +21,7 @@ def test_summarize_median_and_p99() -> None:
 def test_row_fields_and_efficiency() -> None:
     # 1 GiB in 19.35 ms: 55.49 GB/s of a Gen5 x16 link.
     p = Point("h2d", "host", "GPU0", "pinned", 1 << 30, [19350.0] * 5, reps=1, wrong=0)
-    row = to_row(p, run_id="r", build="b", link=Link(63.008, "PCIe Gen5 x16", "nvml"))
+    row = to_row(p, run_id="r", build="b", link=LineRate(63.008, "PCIe Gen5 x16", "nvml"))
     assert isinstance(row, Row)
     assert (row.kind, row.op, row.src, row.dst, row.memory) == (
         "copy",
@@ -50,10 +50,10 @@ def test_wrong_data_marks_the_row() -> None:
 def test_aggregate_sums_concurrent_rows() -> None:
     rows = [
         to_row(Point("h2d", "host", g, "pinned", 1 << 30, [t], wrong=0), run_id="r", build="b",
-               link=Link(63.008, "PCIe Gen5 x16"))
+               link=LineRate(63.008, "PCIe Gen5 x16"))
         for g, t in (("GPU0", 20000.0), ("GPU1", 21000.0))
     ]  # fmt: skip
-    agg = aggregate_row(rows, Link(126.016, "sum of 2 host links", "sum"), "all-gpus")
+    agg = aggregate_row(rows, LineRate(126.016, "sum of 2 host links", "sum"), "all-gpus")
     assert agg.algbw_gbps == pytest.approx(sum(r.algbw_gbps or 0 for r in rows))
     assert agg.efficiency == pytest.approx((agg.algbw_gbps or 0) / 126.016)
     assert (agg.src, agg.dst, agg.world_size) == ("host", "all", 2)

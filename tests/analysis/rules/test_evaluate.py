@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-import copy
-import functools
 from typing import Any
 
 import pandas as pd
 import pytest
-from hydra import compose, initialize_config_module
-from omegaconf import OmegaConf
 
-from gpulane.analysis.rules import FAIL, PASS, SKIP, Verdict, evaluate, expected_gbps, load_rules
+from gpulane.analysis.rules import FAIL, PASS, SKIP, Verdict, evaluate
 from gpulane.analysis.store import frame_from_rows
-from gpulane.errors import InputError
 from gpulane.record import Row
 from tests.analysis.fixture_rows import (
     copy_rows,
@@ -22,19 +17,7 @@ from tests.analysis.fixture_rows import (
     nccl_rows,
     pcie_topology,
 )
-
-
-def rule_set(name: str = "default", *overrides: str) -> dict[str, Any]:
-    return copy.deepcopy(_rule_set(name, *overrides))
-
-
-@functools.cache
-def _rule_set(name: str, *overrides: str) -> dict[str, Any]:
-    with initialize_config_module("gpulane.conf", version_base="1.3"):
-        cfg = compose("accept", overrides=[f"rules={name}", *overrides])
-    spec = OmegaConf.to_container(cfg.rules, resolve=True)
-    assert isinstance(spec, dict)
-    return {str(k): v for k, v in spec.items()}
+from tests.analysis.rules.rule_sets import rule_set
 
 
 def nvlink_frame(**kw: Any) -> pd.DataFrame:
@@ -48,21 +31,6 @@ def nvlink_frame(**kw: Any) -> pd.DataFrame:
 
 def lines(v: Verdict, rule: str, status: str | None = None) -> list[Any]:
     return [c for c in v.checks if c.rule == rule and (status is None or c.status == status)]
-
-
-def test_rule_sets_ship_and_compose() -> None:
-    default = rule_set()
-    assert {
-        "all_reduce_busbw_nvlink",
-        "pinned_h2d",
-        "pcie_max_link",
-        "p2p_ok",
-        "no_wrong_results",
-    } <= set(default["checks"])
-    assert "all_reduce_busbw_nvlink" not in rule_set("pcie")["checks"]
-    assert "pinned_h2d" not in rule_set("nvlink")["checks"]
-    for name in ("default", "nvlink", "pcie"):
-        load_rules(rule_set(name))
 
 
 def test_h200_rows_pass_the_default_rules() -> None:
@@ -177,7 +145,7 @@ def test_downtrained_link_and_p2p_status() -> None:
     assert link[0].message == "PCIe link at Gen3 x4, capable of Gen5 x16 (downtrained)"
     p2p = lines(v, "p2p_ok", FAIL)[0]
     assert p2p.subject == "GPU0-GPU1" and p2p.message == "P2P not OK: w=CNS"
-    # Line rate of h2d follows the link as it runs: Gen3 x4.
+    # A link that lost width is held to what it reads (Gen3 x4), not to its Gen5 x16.
     h2d = next(c for c in lines(v, "pinned_h2d") if c.subject == "GPU1" and c.basis == "expected")
     assert h2d.threshold == pytest.approx(0.80 * 4 * 0.985)
 
@@ -225,18 +193,6 @@ def test_pcie_machine_2080ti() -> None:
     assert "PIX" in c.message and c.subject == "autodl"
 
 
-def test_expected_bandwidth_sources() -> None:
-    row = {"kind": "copy", "op": "h2d", "dst": "GPU0", "expected_gbps": 31.5}
-    assert expected_gbps(row, None) == (31.5, "expected_gbps of the row")
-    row = {"kind": "copy", "op": "d2h", "src": "GPU1", "expected_gbps": None}
-    rate, src = expected_gbps(row, h200_topology())
-    assert rate == pytest.approx(16 * 3.938) and src == "PCIe Gen5 x16"
-    assert expected_gbps({"kind": "collective", "op": "all_reduce", "path": "NV4"}, None)[
-        0
-    ] == pytest.approx(4 * 26.5625)
-    assert expected_gbps({"kind": "collective", "op": "all_reduce", "path": "SYS"}, None)[0] is None
-
-
 def test_required_and_absolute_and_max_rules() -> None:
     spec = {
         "outlier_fraction": None,
@@ -267,21 +223,6 @@ def test_required_and_absolute_and_max_rules() -> None:
     lat = lines(v, "small_latency", FAIL)[0]
     assert lat.value == pytest.approx(19.12) and "above 10 us" in lat.message
     assert lines(v, "big_busbw", PASS)[0].figure == "all_reduce float 8 GiB"
-
-
-@pytest.mark.parametrize(
-    ("checks", "match"),
-    [
-        ({"x": {"check": "fastest"}}, "not one of"),
-        ({"x": {"check": "min"}}, "needs metric"),
-        ({"x": {"check": "min", "metric": "busbw_gbps", "minimum": 3}}, "unknown key"),
-        ({"x": {"check": "min", "metric": "busbw_gbps", "min": "lots"}}, "expected a number"),
-        ({"x": {"check": "min", "metric": "busbw_gbps", "select": {"size": "huge"}}}, "size"),
-    ],
-)
-def test_bad_rules_are_input_errors(checks: dict[str, Any], match: str) -> None:
-    with pytest.raises(InputError, match=match):
-        load_rules({"checks": checks})
 
 
 def _eight_gpu_topology() -> dict[str, Any]:

@@ -1,0 +1,134 @@
+"""What a check says (:class:`Check`), the verdict of a rule set, and what a check reads.
+
+A check function takes ``(rule_id, rule, ctx)`` and returns :class:`Check` lines; the
+:class:`Context` holds every input it may read, so a new check (or a new input such as
+``gpulane doctor``'s findings, passed as ``evidence``) needs no change to the evaluator.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from gpulane.topology.model import Topology
+
+PASS, FAIL, SKIP = "pass", "fail", "skip"
+
+
+@dataclass
+class Check:
+    rule: str
+    status: str  # pass, fail, skip
+    basis: str  # absolute, expected, baseline, outlier, rows, topology
+    subject: str  # GPU0, GPU0->GPU1, a host, or "-"
+    message: str
+    description: str = ""
+    figure: str | None = None
+    value: float | None = None
+    threshold: float | None = None
+    unit: str = ""
+    # (value - threshold) / threshold: negative is a shortfall ("12% below")
+    margin: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Verdict:
+    checks: list[Check] = field(default_factory=list)
+    rules: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        return not any(c.status == FAIL for c in self.checks)
+
+    @property
+    def failed(self) -> list[Check]:
+        return [c for c in self.checks if c.status == FAIL]
+
+    def counts(self) -> dict[str, int]:
+        out = {PASS: 0, FAIL: 0, SKIP: 0}
+        for c in self.checks:
+            out[c.status] = out.get(c.status, 0) + 1
+        return out
+
+    def failed_rules(self) -> list[str]:
+        return sorted({c.rule for c in self.failed})
+
+    def frame(self) -> pd.DataFrame:
+        return pd.DataFrame([c.to_dict() for c in self.checks])
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "passed": self.passed,
+            "counts": self.counts(),
+            "failed_rules": self.failed_rules(),
+            "checks": [c.to_dict() for c in self.checks],
+        }
+
+
+@dataclass
+class Context:
+    """Everything a check may read. ``evidence`` holds further inputs by name (for example
+    ``doctor``: the findings of ``gpulane doctor``) for checks that need them."""
+
+    frame: pd.DataFrame
+    topology: Topology | None = None
+    baseline: pd.DataFrame | None = None
+    multi_host: bool = False
+    multi_build: bool = False
+    default_outlier: float | None = None
+    evidence: Mapping[str, Any] = field(default_factory=dict)
+
+    def has(self, need: str) -> bool:
+        if need == "rows":
+            return True  # always there, perhaps empty: each check says what none means
+        if need == "topology":
+            return self.topology is not None
+        if need == "baseline":
+            return self.baseline is not None
+        return self.evidence.get(need) is not None
+
+
+CheckFunction = Callable[[str, Mapping[str, Any], Context], list[Check]]
+
+
+@dataclass(frozen=True)
+class CheckSpec:
+    """One row of the CHECKS table: a check type that rules name with ``check:``."""
+
+    run: CheckFunction
+    # Inputs the check cannot run without; when one is missing the rule is skipped (failed
+    # when it is required) by the evaluator, saying which (see MISSING).
+    needs: tuple[str, ...]
+    # When a subject passes, in words (the comparison and what the threshold is made of).
+    threshold: str
+    keys: tuple[str, ...] = ()  # the rule keys of its own, beside COMMON_KEYS
+    required: tuple[str, ...] = ()  # keys a rule of this check must set
+    numbers: tuple[str, ...] = ()  # keys that hold a number when set
+
+
+# Why a check that needs an input says nothing without it.
+MISSING = {
+    "topology": "no topology (accept topology=FILE from `gpulane topo --json`)",
+    "baseline": "no baseline given (accept --baseline RUN)",
+}
+
+
+def missing_text(need: str) -> str:
+    return MISSING.get(need, f"no {need} given")
+
+
+def fmt(v: float | None, unit: str) -> str:
+    if v is None:
+        return "?"
+    text = f"{v:.4g}" if abs(v) < 1000 else f"{v:.0f}"
+    return f"{text} {unit}".strip()
+
+
+def pct(margin: float) -> str:
+    return f"{abs(margin) * 100:.1f}%"

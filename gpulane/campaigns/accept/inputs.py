@@ -1,0 +1,95 @@
+"""What accept checks against: the topology (auto, a file, live) and the baseline
+(a run directory or a stored name), and storing a run as a baseline."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from gpulane.analysis.store import (
+    BASELINES_DIR,
+    TOPOLOGY_FILE,
+    find_topology,
+    load_frame,
+    load_topology,
+)
+from gpulane.campaigns.accept.suite import probe_live_topology
+from gpulane.errors import InputError
+from gpulane.record import ROWS_JSONL, RowWriter, write_parquet
+from gpulane.topology.model import Topology
+
+
+def resolve_topology(value: Any, paths: list[Path]) -> tuple[Topology | None, str | None]:
+    """The topology for topology=VALUE (auto, a file, live, none) and where it came from."""
+    text = "auto" if value is None else str(value)
+    if text in ("none", "null", "false", "off"):
+        return None, None
+    if text == "auto":
+        found = find_topology(paths)
+        return (_read(found), str(found)) if found else (None, None)
+    if text == "live":
+        live = probe_live_topology()
+        if live is None:
+            raise InputError(
+                "topology=live: the live probe (gpulane.topology.live, NVML) is not available here"
+            )
+        return live, "live probe"
+    return _read(Path(text)), text
+
+
+def _read(path: Path) -> Topology:
+    return Topology.from_json(load_topology(path), f"topology: {path}")
+
+
+def resolve_baseline(
+    value: Any, results_dir: Path
+) -> tuple[pd.DataFrame | None, str | None, str | None]:
+    """(rows, where from, name to store as) for baseline=VALUE."""
+    if value is None or str(value) == "":
+        return None, None, None
+    text = str(value)
+    p = Path(text)
+    if p.exists():
+        return load_frame([p]), str(p), None
+    named = results_dir / BASELINES_DIR / text
+    if named.exists():
+        return load_frame([named]), str(named), None
+    if "/" in text or text.startswith("."):
+        raise InputError(f"baseline: {text}: no such run directory")
+    return None, None, text
+
+
+def store_baseline(
+    frame_dirs: list[Path], topology: Topology | None, dest: Path, meta: dict[str, Any]
+) -> Path:
+    """Copy the rows (and topology) of a run into ``dest`` as a baseline."""
+    tmp = dest.with_name(dest.name + ".tmp")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir(parents=True)
+    with RowWriter(tmp) as w:
+        for d in frame_dirs:
+            src = d / ROWS_JSONL
+            if src.exists():
+                from gpulane.record import read_rows
+
+                for row in read_rows(src):
+                    w.write(row)
+            elif (d / "rows.parquet").exists():
+                from gpulane.record import read_parquet
+
+                for row in read_parquet(d / "rows.parquet").to_dict("records"):
+                    w.write(row)
+    write_parquet(tmp)
+    if topology is not None:
+        (tmp / TOPOLOGY_FILE).write_text(json.dumps(topology.to_json(), indent=1), encoding="utf-8")
+    (tmp / "baseline.json").write_text(json.dumps(meta, indent=1, default=str), encoding="utf-8")
+    if dest.exists():
+        shutil.rmtree(dest)
+    os.replace(tmp, dest)
+    return dest
