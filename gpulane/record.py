@@ -213,3 +213,39 @@ def read_parquet(path: str | os.PathLike[str]) -> Any:
         if name in frame.columns:
             frame[name] = frame[name].map(lambda v: json.loads(v) if isinstance(v, str) else v)
     return frame
+
+
+# -- env: the variables that shape a result, kept on every row ----------------------------
+ENV_PREFIXES = (
+    "NCCL_",
+    "TORCH_NCCL",
+    "CUDA_VISIBLE_DEVICES",
+    "CUDA_DEVICE_MAX_CONNECTIONS",
+    "GLOO_",
+    "OMPI_MCA",
+    "UCX_",
+)
+
+
+# Set by installers, launchers and gpulane's own scripts; they do not shape a result.
+ENV_IGNORED = {"NCCL_TESTS_HOME", "NCCL_VERSION", "NCCL_HOME"}
+# mpirun's own bookkeeping (OMPI_MCA_mpi_oversubscribe, which does shape timings, stays).
+ENV_IGNORED_PREFIXES = (
+    "OMPI_MCA_orte_",
+    "OMPI_MCA_ess",
+    "OMPI_MCA_pmix",
+    "OMPI_MCA_initial_wdir",
+    "OMPI_MCA_shmem_RUNTIME_QUERY_hint",
+)
+
+
+def shaping_env(env: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment variables that shape a result (NCCL_*, ...), for the rows."""
+    env = dict(os.environ) if env is None else env
+    return {
+        k: v
+        for k, v in sorted(env.items())
+        if k.startswith(ENV_PREFIXES)
+        and k not in ENV_IGNORED
+        and not k.startswith(ENV_IGNORED_PREFIXES)
+    }

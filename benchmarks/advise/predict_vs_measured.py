@@ -24,8 +24,9 @@ from gpulane.collectives.nccl_tests_parse import rows_from_file
 from gpulane.inference.shapes import dtype_bytes, shape_from_config
 from gpulane.planning.comm import Comms, MeasuredComm, Projection
 from gpulane.planning.compute import Compute, GpuSpec, calibrate
-from gpulane.planning.placement import place, topology_from_json
+from gpulane.planning.placement import place
 from gpulane.planning.predict import Workload, predict
+from gpulane.topology.model import Topology
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -104,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     gpu = GpuSpec("H200", args.hbm_gbps, args.tflops, 140.4)
     import json
 
-    topo = topology_from_json(json.loads(Path(args.topology).read_text()))
+    topo = Topology.from_json(json.loads(Path(args.topology).read_text()))
     coll = [r for r in records(load_frame(args.collectives)) if r.get("kind") == "collective"]
     for spec in args.log:
         build, _, path = spec.partition("=")

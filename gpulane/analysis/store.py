@@ -27,6 +27,7 @@ import pandas as pd
 
 from gpulane.errors import InputError
 from gpulane.record import FIELDS, ROWS_JSONL, ROWS_PARQUET, read_parquet, read_rows, rows_frame
+from gpulane.topology.model import Topology
 from gpulane.units import format_size, parse_size
 
 TOPOLOGY_FILE = "topology.json"
@@ -390,20 +391,18 @@ def find_topology(paths: Iterable[str | os.PathLike[str]]) -> Path | None:
     return None
 
 
-def load_topology(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """A topology JSON file as `gpulane topo --json` writes it (DESIGN.md)."""
+def load_topology(path: str | os.PathLike[str]) -> Topology:
+    """A topology JSON file as `gpulane topo --json` writes it (DESIGN.md), as the model."""
     p = Path(path)
     try:
         data = json.loads(p.read_text(encoding="utf-8"))
     except FileNotFoundError as err:
         raise InputError(f"topology: {p}: no such file") from err
-    except json.JSONDecodeError as err:
-        raise InputError(f"topology: {p}: not JSON ({err.msg} at line {err.lineno})") from err
-    if not isinstance(data, dict) or not isinstance(data.get("gpus"), list):
-        raise InputError(
-            f"topology: {p}: expected an object with a 'gpus' list (gpulane topo --json)"
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        where = (
+            f" ({err.msg} at line {err.lineno})" if isinstance(err, json.JSONDecodeError) else ""
         )
-    data.setdefault("pairs", [])
-    data.setdefault("nics", [])
-    data.setdefault("warnings", [])
-    return data
+        raise InputError(f"topology: {p}: not JSON{where}") from err
+    except OSError as err:
+        raise InputError(f"topology: {p}: cannot read: {err.strerror or err}") from err
+    return Topology.from_json(data, f"topology: {p}")

@@ -15,7 +15,7 @@ from gpulane.collectives.spec import Point
 from gpulane.errors import InputError
 from gpulane.preflight import check_world, rank_facts
 from gpulane.rank import RankContext
-from gpulane.record import Row, RowWriter
+from gpulane.record import Row, RowWriter, shaping_env
 
 # backend config name -> class implementing gpulane.collectives.backends.base.Backend
 BACKENDS = {
@@ -27,31 +27,6 @@ BACKENDS = {
 # skip_rank leaves out a collective at this point (counted from 1), so that finished rows
 # are on disk when the run hangs.
 SKIP_AT_POINT = 3
-ENV_PREFIXES = ("NCCL_", "TORCH_NCCL", "CUDA_VISIBLE_DEVICES", "GLOO_", "OMPI_MCA", "UCX_")
-
-
-# Set by installers, launchers and gpulane's own scripts; they do not shape a result.
-ENV_IGNORED = {"NCCL_TESTS_HOME", "NCCL_VERSION", "NCCL_HOME"}
-# mpirun's own bookkeeping (OMPI_MCA_mpi_oversubscribe, which does shape timings, stays).
-ENV_IGNORED_PREFIXES = (
-    "OMPI_MCA_orte_",
-    "OMPI_MCA_ess",
-    "OMPI_MCA_pmix",
-    "OMPI_MCA_initial_wdir",
-    "OMPI_MCA_shmem_RUNTIME_QUERY_hint",
-)
-
-
-def shaping_env(env: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment variables that shape a result (NCCL_*, ...), for the rows."""
-    env = dict(os.environ) if env is None else env
-    return {
-        k: v
-        for k, v in sorted(env.items())
-        if k.startswith(ENV_PREFIXES)
-        and k not in ENV_IGNORED
-        and not k.startswith(ENV_IGNORED_PREFIXES)
-    }
 
 
 def make_backend(cfg: Any, ctx: RankContext) -> Backend:

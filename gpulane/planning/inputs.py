@@ -14,7 +14,6 @@ from typing import Any
 from gpulane.analysis.store import find_run_dirs, find_topology, load_frame, records
 from gpulane.analysis.store import load_topology as read_topology_file
 from gpulane.errors import RunFailed
-from gpulane.planning.placement import topology_from_json
 from gpulane.topology.model import Topology
 
 ROWS_SUFFIXES = (".jsonl", ".parquet")
@@ -99,8 +98,8 @@ def load_topology(spec: str, paths: Sequence[Path]) -> tuple[Topology | None, st
         found = find_topology(paths)
         if found is None:
             return None, "none found beside the rows"
-        return topology_from_json(read_topology_file(found)), str(found)
-    return topology_from_json(read_topology_file(spec)), spec
+        return read_topology_file(found), str(found)
+    return read_topology_file(spec), spec
 
 
 def gpu_model(topo: Topology | None, rows: Sequence[dict[str, Any]]) -> str | None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import copy
 import itertools
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,51 +17,6 @@ from gpulane.topology.bandwidth import expected_pair_gbps
 from gpulane.topology.model import Gpu, Pair, PcieLink, Topology
 from gpulane.topology.paths import label_badness, label_kind, nvlink_count, worst_label
 from gpulane.units import PCIE_LANE_GBPS
-
-
-# TODO(lead): Topology.from_json (issue 18: one reader of the topology JSON, in
-# gpulane/topology/model.py) replaces this reader; it is kept here until that lands.
-def topology_from_json(data: Mapping[str, Any]) -> Topology:
-    """A :class:`Topology` from what ``gpulane topo --json`` writes (DESIGN.md)."""
-
-    def link(d: Any) -> PcieLink | None:
-        if not isinstance(d, Mapping):
-            return None
-        return PcieLink(
-            gen=d.get("gen"),
-            gen_max=d.get("gen_max"),
-            width=d.get("width"),
-            width_max=d.get("width_max"),
-            downtrained=d.get("downtrained"),
-        )
-
-    gpus = []
-    for i, g in enumerate(data.get("gpus") or []):
-        nvl = g.get("nvlinks") or {}
-        gpus.append(
-            Gpu(
-                name=str(g.get("name") or f"GPU{i}"),
-                index=int(g.get("index", i)),
-                bus_id=g.get("bus_id"),
-                model=g.get("model"),
-                numa=g.get("numa"),
-                pcie=link(g.get("pcie")),
-                upstream=[x for x in (link(u) for u in g.get("pcie_upstream") or []) if x],
-                nvlink_gbps={int(k): v for k, v in nvl.items()} if isinstance(nvl, dict) else {},
-            )
-        )
-    pairs = [
-        Pair(
-            a=str(p["a"]),
-            b=str(p["b"]),
-            label=str(p["label"]),
-            kind=str(p.get("kind") or label_kind(str(p["label"]))),
-            nvlinks=p.get("nvlinks"),
-        )
-        for p in data.get("pairs") or []
-        if p.get("a") and p.get("b") and p.get("label")
-    ]
-    return Topology(gpus=gpus, pairs=pairs, warnings=list(data.get("warnings") or []))
 
 
 def synthetic_topology(n: int, model: str | None) -> Topology:

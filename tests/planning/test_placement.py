@@ -7,7 +7,8 @@ import json
 import pytest
 
 from gpulane.errors import InputError
-from gpulane.planning.placement import apply_what_if, place, topology_from_json
+from gpulane.planning.placement import apply_what_if, place
+from gpulane.topology.model import Topology
 from tests.conftest import fixture_path
 from tests.planning.common import box, no_topology
 
@@ -24,7 +25,7 @@ def test_tp_groups_go_on_the_nvlink_pairs() -> None:
 
 
 def test_topology_of_the_h200_box() -> None:
-    topo = topology_from_json(json.loads(fixture_path("advise/topology-h200x2.json").read_text()))
+    topo = Topology.from_json(json.loads(fixture_path("advise/topology-h200x2.json").read_text()))
     placement = place(topo, 2, 2, 1)
     assert placement.tp_label == "NV18" and placement.tp_gbps == pytest.approx(478, rel=0.01)
 

@@ -7,9 +7,10 @@ import json
 from gpulane.collectives.nccl_tests_parse import rows_from_file
 from gpulane.planning.comm import Comms, MeasuredComm
 from gpulane.planning.compute import Compute
-from gpulane.planning.placement import apply_what_if, place, topology_from_json
+from gpulane.planning.placement import apply_what_if, place
 from gpulane.planning.predict import Workload, predict, splits
 from gpulane.planning.recommend import recommend
+from gpulane.topology.model import Topology
 from tests.conftest import fixture_path
 from tests.planning.common import H200, PROJ, advise_on, all_pairs, box, h200_rows, model
 
@@ -17,7 +18,7 @@ from tests.planning.common import H200, PROJ, advise_on, all_pairs, box, h200_ro
 def test_h200_nvlink_vs_socket_for_8b() -> None:
     """On the measured NVLink build TP=2 wins decode; on the socket build (about 4 GB/s)
     the all-reduces take most of a TP=2 step at batch 16 and PP=2 wins."""
-    topo = topology_from_json(json.loads(fixture_path("advise/topology-h200x2.json").read_text()))
+    topo = Topology.from_json(json.loads(fixture_path("advise/topology-h200x2.json").read_text()))
     socket = [r.to_dict() for r in rows_from_file(fixture_path("advise/nt-all_reduce-socket.txt"), build="socket")]  # fmt: skip
     shape = model("llama3-8b")
     out = {}

@@ -43,7 +43,7 @@ def resolve_topology(value: Any, paths: list[Path]) -> tuple[Topology | None, st
 
 
 def _read(path: Path) -> Topology:
-    return Topology.from_json(load_topology(path), f"topology: {path}")
+    return load_topology(path)
 
 
 def resolve_baseline(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import statistics
 from typing import Any
 
@@ -12,9 +11,7 @@ from gpulane.inference.memory import GiB
 from gpulane.inference.runner.state import RunnerState
 from gpulane.inference.shapes import DTYPE_NAMES
 from gpulane.inference.sharding import decode_comm, max_rank_params, prefill_comm
-from gpulane.record import Row
-
-ENV_PREFIXES = ("NCCL_", "TORCH_NCCL", "CUDA_VISIBLE_DEVICES", "GLOO_")
+from gpulane.record import Row, shaping_env
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -62,7 +59,7 @@ class RowBuilder(RunnerState):
             "layers": shape.num_layers,
             "path": cfg.get("path"),
             "source": "measured",
-            "env": {k: v for k, v in sorted(os.environ.items()) if k.startswith(ENV_PREFIXES)},
+            "env": shaping_env(),
             "versions": self.versions(),
         }
         base_extra: dict[str, Any] = {
