@@ -6,6 +6,7 @@ whatever watches them (any launcher's watchdog)."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import shutil
@@ -14,10 +15,11 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import OmegaConf
 
+from gpulane.config.common import CommonConfig, PresetConfig
 from gpulane.errors import InputError
 from gpulane.record import ROWS_JSONL, Row, RowWriter, new_run_id, read_rows, write_parquet
 
@@ -75,33 +77,35 @@ def disk_note(path: Path) -> str:
     return f"; the filesystem of {path} is full ({free >> 10} KiB free)"
 
 
-def build_label(cfg: Any) -> str:
-    if cfg.get("build"):
+C = TypeVar("C", bound=CommonConfig)
+
+
+def build_label(cfg: CommonConfig) -> str:
+    if cfg.build:
         return str(cfg.build)
-    preset = cfg.get("preset")
-    if preset is not None and preset.get("name") not in (None, "none"):
+    preset: PresetConfig | None = getattr(cfg, "preset", None)
+    if preset is not None and preset.name not in (None, "none"):
         return str(preset.name)
     return socket.gethostname().split(".")[0]
 
 
-def run_env(cfg: Any) -> dict[str, str]:
+def run_env(cfg: CommonConfig) -> dict[str, str]:
     """Preset variables, then the user's env.* on top; values as strings."""
     env: dict[str, str] = {}
-    preset = cfg.get("preset")
-    if preset is not None and preset.get("env"):
+    preset: PresetConfig | None = getattr(cfg, "preset", None)
+    if preset is not None and preset.env:
         env.update({str(k): str(v) for k, v in preset.env.items()})
-    if cfg.get("env"):
-        env.update({str(k): str(v) for k, v in cfg.env.items()})
+    env.update({str(k): str(v) for k, v in (cfg.env or {}).items()})
     for key in env:
         if not key.replace("_", "").isalnum():
             raise InputError(f"env: {key!r} is not a valid environment variable name")
     return env
 
 
-def make_run_dir(cfg: Any, run_id: str | None = None) -> RunDir:
+def make_run_dir(cfg: CommonConfig, run_id: str | None = None) -> RunDir:
     build = build_label(cfg)
     run_id = run_id or new_run_id(build)
-    root = Path(str(cfg.get("results_dir") or "runs"))
+    root = Path(str(cfg.results_dir or "runs"))
     path = root / run_id
     try:
         path.mkdir(parents=True, exist_ok=run_id is not None)
@@ -125,15 +129,13 @@ def make_run_dir(cfg: Any, run_id: str | None = None) -> RunDir:
     return RunDir(run_id, path, build)
 
 
-def save_config(cfg: DictConfig, run: RunDir, **extra: Any) -> DictConfig:
-    """The resolved configuration with the run's facts, as every rank will read it."""
-    data = OmegaConf.to_container(cfg, resolve=True)
-    assert isinstance(data, dict)
-    data.update(run_id=run.run_id, build=run.build, **extra)
-    saved = OmegaConf.create(data)
+def save_config(cfg: C, run: RunDir, **facts: Any) -> C:
+    """The configuration with the run's facts (run id, build, world size, ...), saved where
+    every rank reads it; the same typed object is returned."""
+    saved = dataclasses.replace(cfg, run_id=run.run_id, build=run.build, **facts)
     # One temporary file per process: under an outer mpirun/srun every rank saves.
     tmp = run.path / f"{CONFIG_FILE}.{os.getpid()}.tmp"
-    OmegaConf.save(saved, tmp)
+    OmegaConf.save(OmegaConf.structured(saved), tmp)
     os.replace(tmp, run.path / CONFIG_FILE)
     return saved
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from gpulane.collectives.plan import build_plan
 from gpulane.collectives.table import SweepView
+from gpulane.config.commands import SweepConfig
 from gpulane.errors import InputError
 from gpulane.launch.base import Launcher, LaunchSpec
 from gpulane.launch.local import LocalLauncher
@@ -48,7 +49,7 @@ def new_element(group: RunDir, label: str, nodes: list[str]) -> Element:
 class ElementPlan:
     """How every element is launched: the settings of its launcher for n nodes."""
 
-    cfg: Any
+    cfg: SweepConfig
     env: dict[str, str]
     ranks_per_node: int
     device: str

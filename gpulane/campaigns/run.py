@@ -24,8 +24,6 @@ import dataclasses
 import json
 from typing import Any
 
-from omegaconf import DictConfig
-
 from gpulane.campaigns import plans
 from gpulane.campaigns.elements import (
     JOB,
@@ -38,6 +36,7 @@ from gpulane.campaigns.elements import (
 from gpulane.campaigns.settings import PatternSettings, pattern_settings
 from gpulane.campaigns.summary import largest_size_figures, summarize, write_summary
 from gpulane.collectives.plan import build_plan
+from gpulane.config.commands import SweepConfig
 from gpulane.errors import InputError, RunFailed
 from gpulane.rundir import RunDir, make_run_dir, run_env
 from gpulane.session.signals import Terminated
@@ -49,11 +48,11 @@ def pair_label(nodes: list[str]) -> str:
     return "+".join(nodes)
 
 
-def run_campaign(cfg: DictConfig, s: Any, group: RunDir | None = None, job: str = JOB) -> int:
+def run_campaign(cfg: SweepConfig, s: Any, group: RunDir | None = None, job: str = JOB) -> int:
     """``launcher.pattern=per-node|pairs|halving`` with the Slurm settings ``s``; each
     element runs ``job`` on its ranks."""
     ps = pattern_settings(cfg, s.pattern, s.partition)
-    device = str(cfg.get("device") or "auto")
+    device = str(cfg.device or "auto")
     if device == "auto":
         device = "cuda" if s.gpus_per_node else "cpu"
     plan = ElementPlan(cfg, run_env(cfg), s.tasks_per_node, device, s, job)
@@ -77,7 +76,7 @@ def planned_jobs(pattern: str, nodes: list[str]) -> list[list[list[str]]]:
     return [plans.whole(nodes)]
 
 
-def dry_run(cfg: Any, group: RunDir, pattern: str, ps: PatternSettings, s: Any) -> int:
+def dry_run(cfg: SweepConfig, group: RunDir, pattern: str, ps: PatternSettings, s: Any) -> int:
     from gpulane.launch.slurm.settings import executor_parameters, sbatch_options
 
     rounds = planned_jobs(pattern, ps.nodes)
@@ -103,7 +102,7 @@ def dry_run(cfg: Any, group: RunDir, pattern: str, ps: PatternSettings, s: Any) 
 
 
 def run_pattern(
-    cfg: DictConfig,
+    cfg: SweepConfig,
     run: RunDir,
     plan: ElementPlan,
     pattern: str,

@@ -7,6 +7,7 @@ import subprocess
 from dataclasses import dataclass
 from typing import Any
 
+from gpulane.config.commands import SweepConfig
 from gpulane.errors import InputError
 from gpulane.rank import expand_hostlist
 
@@ -50,17 +51,17 @@ def partition_nodes(partition: str | None) -> list[str]:
     return nodes
 
 
-def pattern_settings(cfg: Any, pattern: str, partition: str | None) -> PatternSettings:
+def pattern_settings(cfg: SweepConfig, pattern: str, partition: str | None) -> PatternSettings:
     sec = cfg.launcher
-    fraction = sec.get("outlier_fraction", 0.1)
+    fraction = sec.outlier_fraction
     if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 < fraction < 1:
         raise InputError(
             f"launcher.outlier_fraction: expected a fraction in (0, 1), got {fraction!r}"
         )
-    good = sec.get("halving_good")
+    good = sec.halving_good
     if good is not None and (isinstance(good, bool) or not isinstance(good, (int, float))):
         raise InputError(f"launcher.halving_good: expected GB/s, got {good!r}")
-    text = _hostlist(sec.get("nodelist"))
+    text = _hostlist(sec.nodelist)
     nodes = expand_hostlist(text) if text else partition_nodes(partition)
     if not nodes:
         where = f"launcher.nodelist={text}" if text else f"partition {partition or '(default)'}"
@@ -69,5 +70,5 @@ def pattern_settings(cfg: Any, pattern: str, partition: str | None) -> PatternSe
         nodes=list(nodes),
         outlier_fraction=float(fraction),
         halving_good=float(good) if good is not None else None,
-        dry_run=bool(sec.get("dry_run") or False),
+        dry_run=bool(sec.dry_run),
     )

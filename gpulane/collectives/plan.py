@@ -8,6 +8,7 @@ from typing import Any
 
 from gpulane.collectives.harness import Timing
 from gpulane.collectives.spec import COLLECTIVES, Point, collective, dtype, plan_point, redop
+from gpulane.config.commands import SweepConfig
 from gpulane.errors import InputError
 from gpulane.units import format_size, size_steps
 
@@ -90,14 +91,14 @@ def placements(value: Any) -> list[bool]:
     raise InputError(f"in_place: expected both, true or false, got {value!r}")
 
 
-def _positive_int(cfg: Any, key: str, minimum: int = 0) -> int:
-    value = cfg.get(key)
+def _positive_int(cfg: SweepConfig, key: str, minimum: int = 0) -> int:
+    value = getattr(cfg, key)
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise InputError(f"{key}: expected a whole number >= {minimum}, got {value!r}")
     return value
 
 
-def build_plan(cfg: Any, on_device: bool) -> SweepPlan:
+def build_plan(cfg: SweepConfig, on_device: bool) -> SweepPlan:
     """Read and check the sweep part of a config; every error names the key."""
     names = as_list(cfg.collectives)
     if not names:
@@ -113,7 +114,7 @@ def build_plan(cfg: Any, on_device: bool) -> SweepPlan:
     max_bytes = sizes_cfg.max
     if str(max_bytes).lower() == "auto":
         max_bytes = "1G" if on_device else "32M"
-    sizes = size_steps(sizes_cfg.min, max_bytes, sizes_cfg.get("factor"), sizes_cfg.get("step"))
+    sizes = size_steps(sizes_cfg.min, max_bytes, sizes_cfg.factor, sizes_cfg.step)
     root = cfg.root
     if isinstance(root, bool) or not isinstance(root, int) or root < 0:
         raise InputError(f"root: expected a rank number >= 0, got {root!r}")

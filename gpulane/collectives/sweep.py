@@ -12,6 +12,7 @@ from gpulane.collectives.backends.base import Backend
 from gpulane.collectives.harness import measure, summarize
 from gpulane.collectives.plan import build_plan, point_label
 from gpulane.collectives.spec import Point
+from gpulane.config.commands import SweepConfig
 from gpulane.errors import InputError
 from gpulane.preflight import check_world, rank_facts
 from gpulane.rank import RankContext
@@ -29,7 +30,7 @@ BACKENDS = {
 SKIP_AT_POINT = 3
 
 
-def make_backend(cfg: Any, ctx: RankContext) -> Backend:
+def make_backend(cfg: SweepConfig, ctx: RankContext) -> Backend:
     name = str(cfg.backend.name)
     if name not in BACKENDS:
         raise InputError(
@@ -40,7 +41,7 @@ def make_backend(cfg: Any, ctx: RankContext) -> Backend:
     return backend_cls(ctx, device=str(cfg.device), timeout_s=float(cfg.timeout_s))  # type: ignore[no-any-return]
 
 
-def preflight(backend: Backend, cfg: Any, points: list[Point]) -> None:
+def preflight(backend: Backend, cfg: SweepConfig, points: list[Point]) -> None:
     """Try each (collective, dtype, redop) once on a tiny buffer, before measuring anything.
 
     A backend that cannot do one (gloo and int avg, say) stops the run with one line
@@ -114,7 +115,7 @@ def allowance_s(point: Point, plan: Any, backend: Backend) -> float:
 
 
 def _check_world(
-    cfg: Any, ctx: RankContext, backend: Backend, versions: dict[str, str]
+    cfg: SweepConfig, ctx: RankContext, backend: Backend, versions: dict[str, str]
 ) -> list[dict[str, Any]]:
     """Every rank's facts (on rank 0; empty elsewhere), after checking the world."""
     gpus = None
@@ -127,8 +128,8 @@ def _check_world(
     problem = None
     if everyone is not None:
         try:
-            ranks = cfg.get("ranks")
-            expected = ranks if isinstance(ranks, int) else cfg.get("world_size")
+            ranks = cfg.ranks
+            expected = ranks if isinstance(ranks, int) else cfg.world_size
             check_world(everyone, expected, ctx.run_dir)
         except InputError as err:
             problem = str(err)
@@ -139,23 +140,25 @@ def _check_world(
 
 
 def where_ranks_run(
-    cfg: Any, facts: list[dict[str, Any]], on_device: bool
+    cfg: SweepConfig, facts: list[dict[str, Any]], on_device: bool
 ) -> tuple[list[str] | None, int, str | None]:
     """(hosts, nodes, path label) of the world, as the ranks found it, whatever started
     them: NET across hosts, else the worst label among this host's GPUs."""
     hosts = sorted({str(f["host"]) for f in facts}) or None
-    nodes = len(hosts) if hosts else int(cfg.get("nodes") or 1)
+    nodes = len(hosts) if hosts else int(cfg.nodes or 1)
     if nodes > 1:
         return hosts, nodes, "NET"
-    if cfg.get("path") or not on_device:
-        return hosts, nodes, cfg.get("path")
+    if cfg.path or not on_device:
+        return hosts, nodes, cfg.path
     from gpulane.topology.live import worst_path_for_gpus
 
     return hosts, nodes, worst_path_for_gpus(list(range(len(facts))))
 
 
-def run_rank(cfg: Any, ctx: RankContext, on_row: Callable[[Row], None] | None = None) -> None:
-    if cfg.get("graph"):
+def run_rank(
+    cfg: SweepConfig, ctx: RankContext, on_row: Callable[[Row], None] | None = None
+) -> None:
+    if cfg.graph:
         # Only graph replays touch the communicator while timing, and the harness
         # synchronizes around them, so NCCL may skip its guards for captured and
         # uncaptured work of one communicator outstanding at once (a per-launch cost).
@@ -168,7 +171,7 @@ def run_rank(cfg: Any, ctx: RankContext, on_row: Callable[[Row], None] | None = 
 
 
 def _sweep(
-    cfg: Any, ctx: RankContext, backend: Backend, on_row: Callable[[Row], None] | None
+    cfg: SweepConfig, ctx: RankContext, backend: Backend, on_row: Callable[[Row], None] | None
 ) -> None:
     plan = build_plan(cfg, backend.on_device)
     points = [p for _, p in plan.points(ctx.world_size)]
@@ -181,9 +184,9 @@ def _sweep(
     preflight(backend, cfg, points)
     writer = RowWriter(ctx.run_dir) if ctx.is_leader else None
     env = shaping_env()
-    corrupt_rank = cfg.get("corrupt_rank")
-    skip_rank = cfg.get("skip_rank")
-    done = measured_points(ctx.run_dir) if cfg.get("resume") else set()
+    corrupt_rank = cfg.corrupt_rank
+    skip_rank = cfg.skip_rank
+    done = measured_points(ctx.run_dir) if cfg.resume else set()
     index = 0
     for point in points:
         runnable = [ip for ip in plan.placements if backend.supports(point, ip) is None]

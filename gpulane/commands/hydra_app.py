@@ -1,21 +1,49 @@
-"""Run a Hydra-configured command (sweep, copy, tokens, ...) from the `gpulane` CLI.
+"""Run a Hydra-configured command (sweep, copy, tokens, accept, advise) from the CLI.
 
-Hydra reads sys.argv, so the subcommand's own arguments are put there for the duration.
-A :class:`GpulaneError` inside a job is shown as one line and turns into the exit status;
-under multirun (-m) the other jobs still run and the worst status is returned.
+Before Hydra runs anything, the overrides are composed once with the command's typed
+schema (gpulane.config): an unknown key, a value of the wrong type, a group option that
+does not exist or an override Hydra cannot read becomes one ``gpulane: error:`` line and
+exit 2, naming the key (and the closest valid one) instead of Hydra's several lines and
+exit 1. Then Hydra runs the job (``-m``: every combination); the job gets its
+configuration as the typed object. A :class:`GpulaneError` inside a job is one line and
+turns into the exit status; under multirun the other jobs still run and the worst status
+is returned.
 """
 
 from __future__ import annotations
 
+import difflib
 import sys
 from collections.abc import Callable
+from typing import Any
 
 import hydra
+from hydra.errors import (
+    ConfigCompositionException,
+    MissingConfigException,
+    OverrideParseException,
+)
 from omegaconf import DictConfig
+from omegaconf.errors import OmegaConfBaseException
 
-from gpulane.errors import GpulaneError, print_error
+from gpulane.config.commands import COMMANDS
+from gpulane.config.load import check_keys, config_error, typed, unknown_key
+from gpulane.config.store import register
+from gpulane.config.validate import check
+from gpulane.errors import GpulaneError, InputError, print_error
 
-Task = Callable[[DictConfig], int]
+Task = Callable[[Any], int]
+# Arguments that make Hydra print something and stop: nothing to check first.
+HYDRA_INFO = (
+    "--help",
+    "-h",
+    "--hydra-help",
+    "--cfg",
+    "-c",
+    "--info",
+    "--version",
+    "--shell-completion",
+)
 
 
 def comma_lists(argv: list[str], keys: frozenset[str] | set[str]) -> list[str]:
@@ -32,18 +60,140 @@ def comma_lists(argv: list[str], keys: frozenset[str] | set[str]) -> list[str]:
     return out
 
 
+def first_combination(overrides: list[str]) -> list[str]:
+    """The overrides with every sweep (``-m key=a,b``) at its first value; Hydra's own keys
+    left out (Hydra checks those itself)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    try:
+        parsed = OverridesParser.create().parse_overrides(overrides)
+    except OverrideParseException as err:
+        bad = next((o for o in overrides if _unreadable(o)), overrides[0] if overrides else "")
+        raise InputError(f"cannot read the override {bad!r}: {str(err).splitlines()[0]}") from None
+    out = []
+    for o in parsed:
+        key = o.get_key_element()
+        if key.lstrip("+~").startswith(("hydra.", "hydra/")):
+            continue
+        if o.is_sweep_override():
+            first = next(iter(o.sweep_string_iterator()), None)
+            if first is None:
+                continue
+            out.append(f"{key}={first}")
+        else:
+            out.append(o.input_line or f"{key}={o.get_value_element_as_str()}")
+    return out
+
+
+def _unreadable(override: str) -> bool:
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    try:
+        OverridesParser.create().parse_overrides([override])
+    except OverrideParseException:
+        return True
+    return False
+
+
+def check_overrides(config_name: str, overrides: list[str]) -> None:
+    """Compose the command's configuration once; one InputError for whatever is wrong."""
+    from hydra import compose, initialize_config_module
+
+    register()
+    combo = first_combination(overrides)
+    try:
+        with initialize_config_module("gpulane.conf", version_base="1.3"):
+            cfg = compose(config_name, overrides=combo)
+    except MissingConfigException as err:
+        raise InputError(_missing_option(str(err))) from None
+    except ConfigCompositionException as err:
+        raise InputError(_composition(err, config_name, combo)) from None
+    except OmegaConfBaseException as err:
+        raise InputError(config_error(err)) from None
+    schema = COMMANDS.get(config_name)
+    if schema is not None:
+        from omegaconf import OmegaConf
+
+        data = OmegaConf.to_container(cfg, resolve=False)
+        assert isinstance(data, dict)
+        check_keys(data, schema)
+        check(typed(cfg, schema))
+
+
+def _missing_option(text: str) -> str:
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    head = lines[0] if lines else text
+    # "In 'sweep': Could not find 'backend/nosuch'"
+    wanted = head.split("Could not find")[-1].strip(" '")
+    group, _, option = wanted.partition("/")
+    options = [ln for ln in lines[1:] if ln.isidentifier() or ("-" in ln and " " not in ln)]
+    options = [o for o in options if not o.endswith("_schema") and ":" not in o]
+    if group and option:
+        close = difflib.get_close_matches(option, options, n=1)
+        hint = f" (did you mean {group}={close[0]}?)" if close else ""
+        return f"{group}={option}: no such option{hint}; choose one of {', '.join(options)}"
+    return head
+
+
+def _composition(err: ConfigCompositionException, config_name: str, combo: list[str]) -> str:
+    cause = err.__cause__
+    text = str(err).strip()
+    if "Could not override" in text:
+        key = text.split("'")[1] if "'" in text else text
+        head, _, _ = key.rpartition(".")
+        others = [o for o in combo if o.lstrip("+~").partition("=")[0] != key]
+        known = _known_under(config_name, head, others)
+        return str(unknown_key(key, known, f"{head}." if head else ""))
+    if isinstance(cause, OmegaConfBaseException):
+        return config_error(cause)
+    if "Ambiguous value" in text:
+        arg = text.split("'")[1] if "'" in text else text
+        key = arg.partition("=")[0]
+        return (
+            f"{arg}: a comma list; write {key}=[a,b] for a list, quote it for text, "
+            "or sweep it with -m"
+        )
+    return text.splitlines()[0]
+
+
+def _known_under(config_name: str, dotted: str, combo: list[str]) -> list[str]:
+    """The keys of the node at ``dotted`` ("" for the top, "sizes", "backend"): for a group
+    (backend, launcher) those of the option chosen, as Hydra composes it without the bad
+    override."""
+    from hydra import compose, initialize_config_module
+
+    keep = [o for o in combo if "." not in o.partition("=")[0]]
+    try:
+        with initialize_config_module("gpulane.conf", version_base="1.3"):
+            cfg = compose(config_name, overrides=keep)
+    except Exception:  # the bad override is the one we explain; no list then
+        return []
+    node: Any = cfg
+    for part in [p for p in dotted.split(".") if p]:
+        node = node.get(part) if hasattr(node, "get") else None
+        if node is None:
+            return []
+    return [str(k) for k in node] if hasattr(node, "keys") else []
+
+
 def run_hydra(config_name: str, task: Task, argv: list[str], prog: str) -> int:
+    register()
+    if not any(a in HYDRA_INFO for a in argv):
+        check_overrides(config_name, [a for a in argv if a not in ("-m", "--multirun")])
+    schema = COMMANDS[config_name]
     statuses: list[int] = []
 
     @hydra.main(config_path="pkg://gpulane.conf", config_name=config_name, version_base="1.3")
     def _job(cfg: DictConfig) -> None:
         try:
-            statuses.append(int(task(cfg) or 0))
+            config = typed(cfg, schema)
+            check(config)
+            statuses.append(int(task(config) or 0))
         except GpulaneError as err:
             print_error(err)
             statuses.append(err.exit_code)
         except KeyboardInterrupt:
-            sys.stderr.write("gpulane: interrupted\n")
+            print_error("interrupted")
             statuses.append(130)
             raise SystemExit(130) from None
 
@@ -52,7 +202,7 @@ def run_hydra(config_name: str, task: Task, argv: list[str], prog: str) -> int:
     try:
         _job()
     except SystemExit as ex:
-        # Hydra exits 1 after printing a config error (unknown key, bad override).
+        # Hydra exits 1 after printing an error of its own (one check_overrides missed).
         code = ex.code if isinstance(ex.code, int) else 1
         if code:
             return code

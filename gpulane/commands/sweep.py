@@ -3,16 +3,15 @@ and launcher; with launcher.pattern=per-node|pairs|halving, a cluster campaign."
 
 from __future__ import annotations
 
-from omegaconf import DictConfig
-
 from gpulane.commands.hydra_app import comma_lists, run_hydra
+from gpulane.config.commands import SweepConfig
 
 # Keys that take several values in one run: `collectives=all_reduce,all_gather` means the
 # list (outside -m, where Hydra reads a comma list as a sweep).
 LIST_KEYS = frozenset({"collectives", "dtype"})
 
 
-def sweep(cfg: DictConfig) -> int:
+def sweep(cfg: SweepConfig) -> int:
     if str(cfg.launcher.name) == "slurm" and str(cfg.backend.name) != "nccl_tests":
         from gpulane.launch.slurm.settings import settings
 

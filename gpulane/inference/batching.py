@@ -8,6 +8,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+from gpulane.config.commands import TokensConfig
 from gpulane.errors import InputError
 
 
@@ -33,7 +34,7 @@ def as_list(value: Any, what: str) -> list[int]:
     return out
 
 
-def configs(cfg: Any) -> list[tuple[int, int, int]]:
+def configs(cfg: TokensConfig) -> list[tuple[int, int, int]]:
     """(input_len, output_len, batch) in run order."""
     return list(
         itertools.product(
@@ -44,8 +45,8 @@ def configs(cfg: Any) -> list[tuple[int, int, int]]:
     )
 
 
-def micro_batch_count(cfg: Any, pp: int, batch: int) -> int:
-    m = cfg.get("micro_batches", "auto")
+def micro_batch_count(cfg: TokensConfig, pp: int, batch: int) -> int:
+    m = cfg.micro_batches
     n = pp if str(m) == "auto" else int(m)
     return max(1, min(n, batch))
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpulane.config.commands import TokensConfig
 from gpulane.errors import InputError, MissingComponent
 from gpulane.inference.batching import configs
 from gpulane.inference.kernels import ATTENTION_BACKENDS
@@ -32,16 +33,16 @@ def _int(value: Any, what: str) -> int:
     return n
 
 
-def resolve(cfg: Any, gpus: int) -> tuple[ModelShape, int, int, int, str]:
+def resolve(cfg: TokensConfig, gpus: int) -> tuple[ModelShape, int, int, int, str]:
     """(shape as run, full layer count, tp, pp, device) from the configuration and the
     number of GPUs this host has."""
     full = shape_from_config(dict(cfg.model))
-    layers = cfg.get("layers")
+    layers = cfg.layers
     shape = full.with_layers(None if layers is None else _int(layers, "layers"))
     if shape.num_layers > full.num_layers:
         raise InputError(f"layers={shape.num_layers} but {full.name} has {full.num_layers}")
     pp = _int(cfg.pp, "pp")
-    kernels = str(cfg.get("decode_attention") or "bmm")
+    kernels = str(cfg.decode_attention or "bmm")
     if kernels not in ATTENTION_BACKENDS:
         raise InputError(
             f"decode_attention: expected one of {', '.join(ATTENTION_BACKENDS)}, got {kernels!r}"
@@ -93,14 +94,14 @@ def host_memory_bytes() -> int | None:
 
 
 def check_memory(
-    cfg: Any, shape: ModelShape, full_layers: int, tp: int, pp: int, device: str
+    cfg: TokensConfig, shape: ModelShape, full_layers: int, tp: int, pp: int, device: str
 ) -> str:
     """Raise when the largest configuration does not fit; a one-line summary otherwise."""
     runs = configs(cfg)
     dbytes = dtype_bytes(str(cfg.dtype))
     chunk = int(cfg.prefill_chunk_tokens)
     worst = max(runs, key=lambda r: (r[2] * cache_len(r[0], r[1]), r[2] * r[0]))
-    frac = float(cfg.get("memory_fraction") or 0.92)
+    frac = float(cfg.memory_fraction or 0.92)
     if device == "cuda":
         total = gpu_memory_bytes()
         where, overhead = "the GPU", OVERHEAD_BYTES

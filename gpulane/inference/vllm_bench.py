@@ -12,8 +12,8 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
-from typing import Any
 
+from gpulane.config.commands import TokensConfig
 from gpulane.errors import InputError, MissingComponent, RunFailed
 from gpulane.inference.batching import configs
 from gpulane.inference.vllm_import import Meta, parse_vllm
@@ -22,7 +22,7 @@ from gpulane.rundir import make_run_dir, run_env, save_config
 
 
 def vllm_command(
-    cfg: Any, tp: int, pp: int, batch: int, input_len: int, output_len: int, out: str
+    cfg: TokensConfig, tp: int, pp: int, batch: int, input_len: int, output_len: int, out: str
 ) -> list[str]:
     exe = shutil.which("vllm")
     base = [exe] if exe else [sys.executable, "-m", "vllm.entrypoints.cli.main"]
@@ -49,22 +49,22 @@ def vllm_command(
         "--output-json",
         out,
     ]
-    if cfg.vllm.get("load_format"):
+    if cfg.vllm.load_format:
         cmd += ["--load-format", str(cfg.vllm.load_format)]
     dtype = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}.get(str(cfg.dtype), "auto")
     cmd += ["--dtype", dtype]
     if not cfg.graph:
         cmd.append("--enforce-eager")
-    cmd += [str(a) for a in cfg.vllm.get("extra_args") or []]
+    cmd += [str(a) for a in cfg.vllm.extra_args or []]
     return cmd
 
 
-def run_vllm(cfg: Any) -> int:
+def run_vllm(cfg: TokensConfig) -> int:
     import importlib.util
 
     if importlib.util.find_spec("vllm") is None and shutil.which("vllm") is None:
         raise MissingComponent("engine=vllm but vLLM is not installed here; use engine=gpulane")
-    if not cfg.vllm.get("model_path"):
+    if not cfg.vllm.model_path:
         raise InputError(
             "engine=vllm needs vllm.model_path=DIR (a model directory with config.json)"
         )

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpulane.config.common import CommonConfig
 from gpulane.errors import InputError
 from gpulane.launch.base import Launcher
 
 LAUNCHERS = ("local", "mpirun", "slurm")
 
 
-def make_launcher(cfg: Any, device: str = "cpu", needs_mpi: bool = False) -> Launcher:
+def make_launcher(cfg: CommonConfig, device: str = "cpu", needs_mpi: bool = False) -> Launcher:
     """``cfg.launcher`` as a launcher; ``needs_mpi``: the ranks start MPI themselves (the
     mpi4py backend, nccl-tests built with MPI=1)."""
-    name = str(cfg.launcher.name)
+    section: Any = getattr(cfg, "launcher", None)
+    name = str(section.name) if section is not None else "local"
     if name == "local":
         from gpulane.launch.local import LocalLauncher
 
@@ -21,13 +23,13 @@ def make_launcher(cfg: Any, device: str = "cpu", needs_mpi: bool = False) -> Lau
     if name == "mpirun":
         from gpulane.launch.mpirun.launcher import MpirunLauncher, MpirunSettings
 
-        section = cfg.launcher
+        backend = getattr(cfg, "backend", None)
         return MpirunLauncher(
             MpirunSettings(
-                command=str(section.get("command") or "mpirun"),
-                hostfile=str(section.hostfile) if section.get("hostfile") else None,
-                extra_args=[str(a) for a in (section.get("extra_args") or [])],
-                needs_mpi4py=needs_mpi and str(cfg.backend.name) == "mpi",
+                command=str(section.command or "mpirun"),
+                hostfile=str(section.hostfile) if section.hostfile else None,
+                extra_args=[str(a) for a in section.extra_args or []],
+                needs_mpi4py=needs_mpi and backend is not None and str(backend.name) == "mpi",
             )
         )
     if name == "slurm":

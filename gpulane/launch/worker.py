@@ -8,16 +8,17 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import inspect
 import sys
+import typing
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from omegaconf import OmegaConf
-
+from gpulane.config.load import load_saved
 from gpulane.errors import GpulaneError
 from gpulane.rank import RankContext, discover, make_context
-from gpulane.rundir import CONFIG_FILE, write_rank_error
+from gpulane.rundir import write_rank_error
 
 
 def command(job: str, run_dir: str | Path) -> list[str]:
@@ -30,13 +31,22 @@ def load_job(target: str) -> Callable[[Any, RankContext], None]:
     return getattr(importlib.import_module(module), func)  # type: ignore[no-any-return]
 
 
+def config_type(fn: Callable[..., Any]) -> type | None:
+    """The typed configuration a job takes (the annotation of its first parameter); None
+    for a job that takes the saved configuration as it is (``Any``)."""
+    hints = typing.get_type_hints(fn)
+    first = next(iter(inspect.signature(fn).parameters))
+    kind = hints.get(first)
+    return kind if isinstance(kind, type) else None
+
+
 def run_job(job: str, ctx: RankContext) -> None:
     """This rank's part of the run: the saved configuration, the job, and a user-facing
     error left where the launcher's watchdog finds it (and raised again)."""
     ctx.heartbeat(-1, "started")
-    cfg = OmegaConf.load(ctx.run_dir / CONFIG_FILE)
+    fn = load_job(job)
     try:
-        load_job(job)(cfg, ctx)
+        fn(load_saved(ctx.run_dir, config_type(fn)), ctx)
     except GpulaneError as err:
         write_rank_error(ctx.run_dir, ctx.rank, err.exit_code, str(err))
         raise

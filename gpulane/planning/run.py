@@ -13,8 +13,7 @@ import sys
 from dataclasses import asdict
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
-
+from gpulane.config.commands import AdviseConfig
 from gpulane.errors import InputError
 from gpulane.inference.batching import as_list
 from gpulane.inference.shapes import dtype_bytes, shape_from_config
@@ -33,7 +32,7 @@ def _opt_float(value: Any) -> float | None:
     return None if value is None else float(value)
 
 
-def run(cfg: DictConfig) -> int:
+def run(cfg: AdviseConfig) -> int:
     shape = shape_from_config(dict(cfg.model))
     dbytes = dtype_bytes(str(cfg.dtype))
     batches = as_list(cfg.batch, "batch")
@@ -78,7 +77,7 @@ def run(cfg: DictConfig) -> int:
 
     model_name = cfg.gpu if str(cfg.gpu) != "auto" else inputs.gpu_model(topo, rows)
     spec = gpu_spec(
-        OmegaConf.to_container(cfg.gpu_specs, resolve=True),  # type: ignore[arg-type]
+        dict(cfg.gpu_specs),
         None if model_name is None else str(model_name),
         _opt_float(cfg.hbm_gbps),
         _opt_float(cfg.tflops),
@@ -91,10 +90,10 @@ def run(cfg: DictConfig) -> int:
 
     coll_rows = [r for r in rows if r.get("kind") == "collective"]
     measured = MeasuredComm(coll_rows, build) if coll_rows else None
-    proj = cfg.projection
+    proj = cfg.projection or {}
     comms = Comms(
         measured,
-        Projection(dict(proj.efficiency), dict(proj.latency_us)),
+        Projection(dict(proj.get("efficiency") or {}), dict(proj.get("latency_us") or {})),
         projected_only=what_if is not None,
     )
     build_label = what_if_text or (measured.build if measured else None) or "unmeasured build"

@@ -6,8 +6,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from omegaconf import OmegaConf
-
+from gpulane.config.commands import SweepConfig
+from gpulane.config.load import load_saved
 from gpulane.errors import InputError
 from gpulane.launch.base import LaunchSpec
 from gpulane.launch.slurm.launcher import SlurmLauncher
@@ -23,8 +23,8 @@ def collect(run_dir: str | os.PathLike[str], wait: bool = True) -> int:
         raise InputError(f"{path}: no {JOB_FILE}; not a run submitted to Slurm by gpulane")
     if not (path / CONFIG_FILE).exists():
         raise InputError(f"{path}: no {CONFIG_FILE}; not a gpulane run directory")
-    cfg = OmegaConf.load(path / CONFIG_FILE)
-    timeout_s = float(cfg.get("timeout_s") or 300)
+    cfg = load_saved(path, SweepConfig)
+    timeout_s = float(cfg.timeout_s or 300)
     launcher = SlurmLauncher.attach(path, settings(cfg), timeout_s)
     assert launcher.record is not None and launcher.waiter is not None
     if not wait and launcher.final_state() is None:
@@ -32,7 +32,7 @@ def collect(run_dir: str | os.PathLike[str], wait: bool = True) -> int:
         print(f"slurm job {launcher.record.job_id}: {state.lower()}; rows so far in {path}")
         return 0
     run = RunDir(str(cfg.run_id), path, str(cfg.build))
-    world, device = int(cfg.world_size), str(cfg.get("device") or "cpu")
+    world, device = int(cfg.world_size or 1), str(cfg.device or "cpu")
     env = run_env(cfg)
     session = session_for(cfg, run, env, world, device)
     spec = LaunchSpec(path, world, env, timeout_s, job="-", run_id=run.run_id)

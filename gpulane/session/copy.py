@@ -3,8 +3,7 @@ drives every GPU (host buffers on each GPU's NUMA node), its sections shown as t
 
 from __future__ import annotations
 
-from omegaconf import DictConfig
-
+from gpulane.config.commands import CopyConfig
 from gpulane.launch.base import LaunchSpec
 from gpulane.launch.local import LocalLauncher
 from gpulane.rundir import make_run_dir, run_env, save_config
@@ -18,10 +17,10 @@ from gpulane.transfers.view import CopyView
 JOB = "gpulane.transfers.job:run_rank"
 
 
-def run_copy(cfg: DictConfig) -> int:
+def run_copy(cfg: CopyConfig) -> int:
     opts = read_options(cfg)
     count = int(load_torch().cuda.device_count())  # a clear error without a GPU
-    gpus = parse_gpus(cfg.get("gpus", "all"), count)
+    gpus = parse_gpus(cfg.gpus, count)
     env = run_env(cfg)
     run = make_run_dir(cfg)
     save_config(cfg, run, world_size=len(gpus), nodes=1)

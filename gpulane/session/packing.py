@@ -15,10 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig
-
 from gpulane.collectives.plan import build_plan
 from gpulane.collectives.table import SweepView
+from gpulane.config.commands import SweepConfig
 from gpulane.errors import GpulaneError, InputError, RunFailed, print_error
 from gpulane.launch.base import LaunchResult
 from gpulane.launch.slurm.launcher import SlurmLauncher
@@ -34,7 +33,7 @@ JOB = "gpulane.collectives.sweep:run_rank"
 
 @dataclass
 class Packed:
-    cfg: DictConfig
+    cfg: SweepConfig
     run: RunDir
     env: dict[str, str]
     settings: SlurmSettings
@@ -66,7 +65,7 @@ def _overrides_label() -> str:
 
 
 def queue_packed(
-    cfg: DictConfig, s: SlurmSettings, run: RunDir | None = None, job: str = JOB
+    cfg: SweepConfig, s: SlurmSettings, run: RunDir | None = None, job: str = JOB
 ) -> int:
     """One combination of a packed multirun: its run directory and configuration now, its
     job later (:func:`finish_packing`)."""
@@ -76,7 +75,7 @@ def queue_packed(
             "launcher.pack=true: backend=mpi cannot be packed (MPI starts once per process)"
         )
     build_plan(cfg, on_device=True)  # bad input stops the combination now
-    device = str(cfg.get("device") or "auto")
+    device = str(cfg.device or "auto")
     if device == "auto":
         device = "cuda" if s.gpus_per_node else "cpu"
     run = run or make_run_dir(cfg)

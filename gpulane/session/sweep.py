@@ -4,14 +4,15 @@ started by the user) this process as one of them."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
-
 from gpulane.collectives.plan import build_plan, rounding_notes
 from gpulane.collectives.table import SweepView
+from gpulane.config.commands import SweepConfig
+from gpulane.config.load import load_saved
 from gpulane.errors import InputError, MissingComponent
 from gpulane.launch.base import Launcher, LaunchSpec
 from gpulane.launch.factory import make_launcher
@@ -23,7 +24,7 @@ from gpulane.session.world import local_gpus
 JOB = "gpulane.collectives.sweep:run_rank"
 
 
-def resolve_world(cfg: Any) -> tuple[int, str]:
+def resolve_world(cfg: SweepConfig) -> tuple[int, str]:
     """(ranks, device) from ranks=auto|N and device=auto|cuda|cpu and the GPUs present."""
     device = str(cfg.device).lower()
     backend = str(cfg.backend.name)
@@ -47,7 +48,9 @@ def resolve_world(cfg: Any) -> tuple[int, str]:
     return n, device
 
 
-def session_for(cfg: Any, run: RunDir, env: dict[str, str], ranks: int, device: str) -> RunSession:
+def session_for(
+    cfg: SweepConfig, run: RunDir, env: dict[str, str], ranks: int, device: str
+) -> RunSession:
     plan = build_plan(cfg, device == "cuda")
     view = SweepView(plan.lines, len(plan.placements))
     spec = SessionSpec(
@@ -61,9 +64,9 @@ def session_for(cfg: Any, run: RunDir, env: dict[str, str], ranks: int, device: 
     return RunSession(run, spec, view, env, progress=bool(cfg.progress))
 
 
-def run_sweep(cfg: DictConfig) -> int:
+def run_sweep(cfg: SweepConfig) -> int:
     """``gpulane sweep``: one run directory, one launch, one table."""
-    if cfg.get("resume"):
+    if cfg.resume:
         return resume(cfg)
     info = discover()
     if info is not None and info.launcher != "gpulane":
@@ -88,7 +91,7 @@ def run_sweep(cfg: DictConfig) -> int:
 
 
 def launch_job(
-    cfg: Any,
+    cfg: SweepConfig,
     run: RunDir,
     env: dict[str, str],
     job: str,
@@ -104,34 +107,31 @@ def launch_job(
     return session.run_launch(launcher, spec)
 
 
-def run_slurm(cfg: DictConfig, run: RunDir, env: dict[str, str], job: str) -> int:
+def run_slurm(cfg: SweepConfig, run: RunDir, env: dict[str, str], job: str) -> int:
     """One Slurm job of nodes x tasks_per_node ranks of ``job`` into ``run``."""
     from gpulane.launch.slurm.settings import settings
 
     s = settings(cfg)
     build_plan(cfg, on_device=True)  # bad input stops here, before anything is queued
-    device = str(cfg.get("device") or "auto")
+    device = str(cfg.device or "auto")
     if device == "auto":
         device = "cuda" if s.gpus_per_node else "cpu"
     saved = save_config(cfg, run, world_size=s.world_size, nodes=s.nodes, device=device)
     return launch_job(saved, run, env, job, s.world_size, device)
 
 
-def resume(cfg: DictConfig) -> int:
+def resume(cfg: SweepConfig) -> int:
     """Measure only what a run directory is missing, with that run's own configuration."""
     path = Path(str(cfg.resume))
     if not (path / CONFIG_FILE).is_file():
         raise InputError(f"resume: {path} is not a gpulane run directory (no {CONFIG_FILE})")
-    saved = OmegaConf.load(path / CONFIG_FILE)
-    assert isinstance(saved, DictConfig)
-    saved.resume = True
+    saved = load_saved(path, SweepConfig)
     if str(saved.launcher.name) != "local" or str(saved.backend.name) == "nccl_tests":
         raise InputError("resume: only runs of the local launcher can be resumed here")
     run = RunDir(str(saved.run_id), path, str(saved.build))
-    tmp = path / (CONFIG_FILE + ".tmp")
-    OmegaConf.save(saved, tmp)  # the ranks read resume=true from here
-    os.replace(tmp, path / CONFIG_FILE)
-    ranks, device = int(saved.world_size), str(saved.device)
+    # The ranks read resume=true from the saved configuration.
+    saved = save_config(dataclasses.replace(saved, resume=True), run)
+    ranks, device = int(saved.world_size or 2), str(saved.device)
     session = session_for(saved, run, run_env(saved), ranks, device)
     session.spec.header.insert(0, f"# resuming {run.run_id}: {len(run.rows())} rows on disk")
     spec = LaunchSpec(
@@ -140,7 +140,7 @@ def resume(cfg: DictConfig) -> int:
     return session.run_launch(make_launcher(saved, device), spec)
 
 
-def in_process(cfg: DictConfig, info: RankInfo) -> int:
+def in_process(cfg: SweepConfig, info: RankInfo) -> int:
     """Started by torchrun, srun or mpirun: this process is one rank; rank 0 prints."""
     from gpulane.collectives.sweep import run_rank
 

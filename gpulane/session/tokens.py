@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from omegaconf import DictConfig
-
+from gpulane.config.commands import TokensConfig
 from gpulane.errors import InputError
 from gpulane.inference.batching import configs
 from gpulane.inference.plan import check_memory, resolve
@@ -21,8 +20,8 @@ from gpulane.session.world import local_gpus, local_path_label
 JOB = "gpulane.inference.runner.rank:run_rank"
 
 
-def run_tokens(cfg: DictConfig) -> int:
-    engine = str(cfg.get("engine") or "gpulane")
+def run_tokens(cfg: TokensConfig) -> int:
+    engine = str(cfg.engine or "gpulane")
     if engine == "vllm":
         from gpulane.inference.vllm_bench import run_vllm
 
@@ -66,5 +65,5 @@ def run_tokens(cfg: DictConfig) -> int:
     return session.run_launch(LocalLauncher(), launch)
 
 
-def _row_fields(cfg: Any) -> dict[str, Any]:
-    return {"model": str(cfg.shape.name), "tp": int(cfg.tp), "pp": int(cfg.pp)}
+def _row_fields(cfg: TokensConfig) -> dict[str, Any]:
+    return {"model": str(cfg.shape["name"]), "tp": int(cfg.tp), "pp": int(cfg.pp)}

@@ -15,6 +15,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from gpulane.config.commands import CopyConfig
 from gpulane.errors import MissingComponent
 from gpulane.rank import RankContext, hostname
 from gpulane.record import Row, RowWriter
@@ -80,14 +81,14 @@ def _section(rec: Recorder, op: str, where: str, fn: Callable[[], None]) -> None
         rec.error(op, where, err)
 
 
-def run_rank(cfg: Any, ctx: RankContext) -> None:
+def run_rank(cfg: CopyConfig, ctx: RankContext) -> None:
     """The whole copy run, on one rank that drives every GPU of this host."""
     opts = read_options(cfg)
     from gpulane.transfers import gpuinfo, numa
     from gpulane.transfers.measure import Copier, load_torch
 
     torch = load_torch()
-    gpus = parse_gpus(cfg.get("gpus", "all"), int(torch.cuda.device_count()))
+    gpus = parse_gpus(cfg.gpus, int(torch.cuda.device_count()))
     max_size = max([*opts.sizes, opts.latency_size])
     copier = Copier(
         gpus, max_size, samples=opts.samples, warmup=opts.warmup,

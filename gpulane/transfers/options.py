@@ -8,6 +8,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
+from gpulane.config.commands import CopyConfig
 from gpulane.errors import InputError
 from gpulane.transfers.sizes import check_size, copy_sizes, parse_size_value
 
@@ -81,17 +82,17 @@ def _positive_int(value: Any, what: str, minimum: int = 1) -> int:
     return value
 
 
-def read_options(cfg: Any) -> Options:
+def read_options(cfg: CopyConfig) -> Options:
     """Every setting checked before a GPU is touched (InputError names the key)."""
-    sizes = copy_sizes(cfg.sizes.min, cfg.sizes.max, cfg.sizes.get("factor"), cfg.sizes.get("step"))
-    engine = str(cfg.get("engine", "auto")).lower()
+    sizes = copy_sizes(cfg.sizes.min, cfg.sizes.max, cfg.sizes.factor, cfg.sizes.step)
+    engine = str(cfg.engine).lower()
     if engine not in ("auto", "cupy", "torch"):
         raise InputError(f"engine: expected auto, cupy or torch, got {engine!r}")
     return Options(
         sizes=sizes,
         directions=_choices(cfg.directions, DIRECTIONS, "directions"),
         memory=_choices(cfg.memory, MEMORY_KINDS, "memory"),
-        numa=cfg.get("numa", "local"),
+        numa=cfg.numa,
         all_gpus=bool(cfg.all_gpus),
         peer=bool(cfg.peer),
         peer_access=_bools(cfg.peer_access, "peer_access"),

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from omegaconf import DictConfig, OmegaConf
 
 from gpulane.analysis.report import render_report
 from gpulane.analysis.rules import FAIL, Check, Verdict, evaluate, load_rules
@@ -26,6 +25,7 @@ from gpulane.analysis.store import BASELINES_DIR, load_frame
 from gpulane.campaigns.accept.inputs import resolve_baseline, resolve_topology, store_baseline
 from gpulane.campaigns.accept.output import junit_xml, print_verdict
 from gpulane.campaigns.accept.suite import Step, gpu_count, run_suite, step_checks
+from gpulane.config.commands import AcceptConfig
 from gpulane.errors import InputError, RunFailed
 from gpulane.rundir import make_run_dir, save_config
 
@@ -45,7 +45,7 @@ class Outcome:
     stored_baseline: Path | None = None
 
 
-def accept(cfg: DictConfig) -> int:
+def accept(cfg: AcceptConfig) -> int:
     outcome = run_accept(cfg)
     print_verdict(outcome.verdict, str(cfg.format))
     for name, path in outcome.files.items():
@@ -55,8 +55,8 @@ def accept(cfg: DictConfig) -> int:
     return 0 if outcome.verdict.passed else RunFailed.exit_code
 
 
-def _out_dir(cfg: Any, default: Path) -> Path:
-    out = Path(str(cfg.out)) if cfg.get("out") else default
+def _out_dir(cfg: AcceptConfig, default: Path) -> Path:
+    out = Path(str(cfg.out)) if cfg.out else default
     try:
         out.mkdir(parents=True, exist_ok=True)
         probe = out / ".writable"
@@ -69,16 +69,16 @@ def _out_dir(cfg: Any, default: Path) -> Path:
     return out
 
 
-def run_accept(cfg: DictConfig) -> Outcome:
-    results_dir = Path(str(cfg.get("results_dir") or "runs"))
-    raw_rules = OmegaConf.to_container(cfg.rules, resolve=True)
+def run_accept(cfg: AcceptConfig) -> Outcome:
+    results_dir = Path(str(cfg.results_dir or "runs"))
+    raw_rules = cfg.rules
     if not isinstance(raw_rules, dict):
         raise InputError("rules: expected a rule set (rules=default, nvlink or pcie)")
     rules_spec: dict[str, Any] = {str(k): v for k, v in raw_rules.items()}
     load_rules(rules_spec)  # a bad rule is an input error before anything is measured
-    baseline, baseline_src, store_as = resolve_baseline(cfg.get("baseline"), results_dir)
+    baseline, baseline_src, store_as = resolve_baseline(cfg.baseline, results_dir)
     steps: list[Step] = []
-    if cfg.get("run"):
+    if cfg.run:
         target = Path(str(cfg.run))
         if not target.exists():
             raise InputError(f"run: {target}: no such run directory or rows file")
@@ -100,7 +100,7 @@ def run_accept(cfg: DictConfig) -> Outcome:
         if not steps:
             raise
         frame = load_frame([])
-    topology, topology_src = resolve_topology(cfg.get("topology"), paths)
+    topology, topology_src = resolve_topology(cfg.topology, paths)
     verdict = evaluate(frame, rules_spec, topology, baseline)
     verdict.checks[:0] = step_checks(steps)
     if frame.empty:
@@ -125,11 +125,11 @@ def run_accept(cfg: DictConfig) -> Outcome:
         json.dumps({**meta, **verdict.to_dict()}, indent=1, default=str), encoding="utf-8"
     )
     outcome.files["accept.json"] = out / ACCEPT_JSON
-    if cfg.get("junit"):
+    if cfg.junit:
         path = out / JUNIT_XML if cfg.junit is True else Path(str(cfg.junit))
         path.write_text(junit_xml(verdict), encoding="utf-8")
         outcome.files["junit"] = path
-    if cfg.get("html"):
+    if cfg.html:
         path = out / REPORT_HTML if cfg.html is True else Path(str(cfg.html))
         title = f"gpulane accept: {meta['build']} ({'PASS' if verdict.passed else 'FAIL'})"
         path.write_text(
@@ -145,8 +145,8 @@ def run_accept(cfg: DictConfig) -> Outcome:
             encoding="utf-8",
         )
         outcome.files["report"] = path
-    name = cfg.get("save_baseline") or (store_as if verdict.passed else None)
-    if store_as and not verdict.passed and not cfg.get("save_baseline"):
+    name = cfg.save_baseline or (store_as if verdict.passed else None)
+    if store_as and not verdict.passed and not cfg.save_baseline:
         print(
             f"# baseline {store_as!r} not stored: this run failed (force with save_baseline={store_as})"
         )
@@ -166,7 +166,7 @@ def run_accept(cfg: DictConfig) -> Outcome:
     return outcome
 
 
-def _rule_set_name(cfg: Any) -> str | None:
+def _rule_set_name(cfg: AcceptConfig) -> str | None:
     try:
         from hydra.core.hydra_config import HydraConfig
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from gpulane.analysis.rules import FAIL, PASS, Check
 from gpulane.analysis.store import TOPOLOGY_FILE
+from gpulane.config.commands import AcceptConfig
 from gpulane.rundir import run_env
 from gpulane.topology.model import Topology
 
@@ -71,7 +72,7 @@ def _list(value: Any) -> list[str]:
     return [str(v) for v in value]
 
 
-def suite_steps(cfg: Any, group: Path, build: str, gpus: int) -> list[Step]:
+def suite_steps(cfg: AcceptConfig, group: Path, build: str, gpus: int) -> list[Step]:
     """The commands of the suite, in order (topology first: the sweep labels paths from it)."""
     suite = cfg.suite
     common = [
@@ -80,33 +81,31 @@ def suite_steps(cfg: Any, group: Path, build: str, gpus: int) -> list[Step]:
         "progress=false",
         f"timeout_s={cfg.timeout_s}",
     ]
-    env = [f"++env.{k}={v}" for k, v in (cfg.get("env") or {}).items()]
+    env = [f"++env.{k}={v}" for k, v in (cfg.env or {}).items()]
     steps: list[Step] = []
-    if _want(suite["topo"], gpus):
-        steps.append(Step("topo", [*_gpulane(), "topo", "--json", *_list(suite["topo_args"])]))
-    if _want(suite["sweep"], gpus):
-        size_max = str(suite["sizes_max"])
+    if _want(suite.topo, gpus):
+        steps.append(Step("topo", [*_gpulane(), "topo", "--json", *_list(suite.topo_args)]))
+    if _want(suite.sweep, gpus):
+        size_max = str(suite.sizes_max)
         if size_max == "auto":
             size_max = "1G" if gpus > 0 else "32M"
-        collectives = ",".join(_list(suite["collectives"]))
+        collectives = ",".join(_list(suite.collectives))
         cmd = [*_gpulane(), "sweep", *common, f"collectives=[{collectives}]"]
-        cmd += [f"sizes.min={suite['sizes_min']}", f"sizes.max={size_max}"]
-        preset = cfg.get("preset")
-        if preset is not None and preset.get("name") not in (None, "none"):
+        cmd += [f"sizes.min={suite.sizes_min}", f"sizes.max={size_max}"]
+        preset = cfg.preset
+        if preset is not None and preset.name not in (None, "none"):
             cmd.append(f"preset={preset.name}")
-        steps.append(Step("sweep", cmd + env + _list(suite["sweep_overrides"])))
-    if _want(suite["copy"], gpus):
-        steps.append(Step("copy", [*_gpulane(), "copy", *common, *_list(suite["copy_overrides"])]))
-    if _want(suite["tokens"], gpus):
+        steps.append(Step("sweep", cmd + env + _list(suite.sweep_overrides)))
+    if _want(suite.copy, gpus):
+        steps.append(Step("copy", [*_gpulane(), "copy", *common, *_list(suite.copy_overrides)]))
+    if _want(suite.tokens, gpus):
         steps.append(
-            Step(
-                "tokens", [*_gpulane(), "tokens", *common, *env, *_list(suite["tokens_overrides"])]
-            )
+            Step("tokens", [*_gpulane(), "tokens", *common, *env, *_list(suite.tokens_overrides)])
         )
     return steps
 
 
-def run_suite(cfg: Any, group: Path, build: str, gpus: int) -> list[Step]:
+def run_suite(cfg: AcceptConfig, group: Path, build: str, gpus: int) -> list[Step]:
     steps = suite_steps(cfg, group, build, gpus)
     child_env = {**os.environ, **run_env(cfg)}
     if gpus:

@@ -53,7 +53,7 @@ class Decode(ProcessGroups, Graphs):
 
         torch = self.torch
         model = self.model
-        kernels = str(self.cfg.get("decode_attention") or "bmm")
+        kernels = str(self.cfg.decode_attention or "bmm")
 
         def run() -> None:
             st["mask"].index_fill_(3, st["pos"], 0)
@@ -84,7 +84,7 @@ class Decode(ProcessGroups, Graphs):
 
         Capturing runs the step a few times; the caller resets the state afterwards."""
         torch = self.torch
-        fns = [self.step_fn(st, keep_logits=bool(self.cfg.get("dump_logits"))) for st in states]
+        fns = [self.step_fn(st, keep_logits=bool(self.cfg.dump_logits)) for st in states]
         if not self.graph:
             return fns
         pool = torch.cuda.graph_pool_handle()

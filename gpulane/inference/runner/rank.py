@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from gpulane.config.commands import TokensConfig
 from gpulane.errors import InputError, MissingComponent
 from gpulane.inference.batching import configs, micro_batch_count, prefill_chunks, split_rows
 from gpulane.inference.memory import cache_len, check_fits
@@ -21,7 +22,7 @@ from gpulane.record import Row, RowWriter
 
 
 class Runner(Prefill, Decode, RowBuilder):
-    def __init__(self, cfg: Any, ctx: RankContext) -> None:
+    def __init__(self, cfg: TokensConfig, ctx: RankContext) -> None:
         try:
             import torch
             import torch.distributed as dist
@@ -36,7 +37,7 @@ class Runner(Prefill, Decode, RowBuilder):
         from gpulane.inference.shapes import shape_from_config
 
         self.shape: ModelShape = shape_from_config(cfg.shape)
-        self.full_layers = int(cfg.get("full_layers") or self.shape.num_layers)
+        self.full_layers = int(cfg.full_layers or self.shape.num_layers)
         self.tp, self.pp = int(cfg.tp), int(cfg.pp)
         if self.tp * self.pp != ctx.world_size:
             raise InputError(
@@ -67,7 +68,7 @@ class Runner(Prefill, Decode, RowBuilder):
         self._check_memory()
         ctx.heartbeat(0, "building the model")
         t0 = time.perf_counter()
-        init = Init(self.device, self.dtype, int(cfg.get("seed") or 0))
+        init = Init(self.device, self.dtype, int(cfg.seed or 0))
         with torch.inference_mode():
             self.model = Stage(
                 self.shape,
@@ -91,7 +92,7 @@ class Runner(Prefill, Decode, RowBuilder):
         if not self.cuda or self.tp_rank != 0:
             return
         free, _total = torch.cuda.mem_get_info(self.device)
-        budget = int(free * float(self.cfg.get("memory_fraction") or 0.92))
+        budget = int(free * float(self.cfg.memory_fraction or 0.92))
         worst = max(self.runs, key=lambda r: (r[2] * cache_len(r[0], r[1]), r[2] * r[0]))
         check_fits(
             self.shape,
@@ -113,7 +114,7 @@ class Runner(Prefill, Decode, RowBuilder):
         label = f"b{batch} in{input_len} out{output_len}"
         clen = cache_len(input_len, output_len)
         self.model.allocate_cache(batch, clen)
-        gen = torch.Generator().manual_seed(int(cfg.get("seed") or 0) + index)
+        gen = torch.Generator().manual_seed(int(cfg.seed or 0) + index)
         ids = torch.randint(0, self.shape.vocab_size, (batch, input_len), generator=gen)
         ids = ids.to(self.device)
         first_tokens = torch.zeros(batch, dtype=torch.int64, device=self.device)
@@ -127,7 +128,7 @@ class Runner(Prefill, Decode, RowBuilder):
         out["prefill_calls_seen"] = _summarize_log(self.comm.log)
         self.comm.log = None
         out["prefill_s"] = self.time_prefill(ids, chunks, first_tokens)
-        if cfg.get("profile"):
+        if cfg.profile:
             self.profile(
                 f"prefill-b{batch}-i{input_len}", lambda: self.prefill(ids, chunks, first_tokens)
             )
@@ -161,7 +162,7 @@ class Runner(Prefill, Decode, RowBuilder):
             out["decode_off_s"], _ = self.decode(states, steps, n_steps)
             self.comm.enabled = True
             self.graphs = []
-        if cfg.get("dump_logits") and self.last and self.tp_rank == 0:
+        if cfg.dump_logits and self.last and self.tp_rank == 0:
             torch.save(dump, self.ctx.run_dir / f"logits-b{batch}-i{input_len}-o{output_len}.pt")
         del states, steps
         self.model.free_cache()
@@ -208,7 +209,9 @@ def _summarize_log(log: list[tuple[str, int]] | None) -> list[dict[str, Any]]:
     return [{"op": op, "count": n, "size_bytes": size} for (op, size), n in sorted(out.items())]
 
 
-def run_rank(cfg: Any, ctx: RankContext, on_row: Callable[[Row], None] | None = None) -> None:
+def run_rank(
+    cfg: TokensConfig, ctx: RankContext, on_row: Callable[[Row], None] | None = None
+) -> None:
     runner = Runner(cfg, ctx)
     try:
         runner.run_all(on_row)

@@ -57,7 +57,7 @@ class RowBuilder(RunnerState):
             "input_len": input_len,
             "output_len": output_len,
             "layers": shape.num_layers,
-            "path": cfg.get("path"),
+            "path": cfg.path,
             "source": "measured",
             "env": shaping_env(),
             "versions": self.versions(),
@@ -68,7 +68,7 @@ class RowBuilder(RunnerState):
             "micro_batches": m,
             "weights_gib_per_gpu": round(run_params * self.dbytes / GiB, 3),
             "build_s": round(self.build_s, 2),
-            "decode_attention": str(cfg.get("decode_attention") or "bmm"),
+            "decode_attention": str(cfg.decode_attention or "bmm"),
             "launcher": self.ctx.info.launcher,
         }
         if scale is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpulane.config.commands import TokensConfig
 from gpulane.inference.shapes import ModelShape
 from gpulane.rank import RankContext
 
@@ -12,7 +13,7 @@ from gpulane.rank import RankContext
 class RunnerState:
     torch: Any
     dist: Any
-    cfg: Any
+    cfg: TokensConfig
     ctx: RankContext
     shape: ModelShape
     full_layers: int
@@ -43,4 +44,4 @@ class RunnerState:
     def prefill_graph(self) -> bool:
         """Whether prefills are timed as CUDA-graph replays: on GPUs, without pipeline
         stages (their sends and receives stay eager), unless prefill_graph=false."""
-        return self.graph and self.pp == 1 and bool(self.cfg.get("prefill_graph", True))
+        return self.graph and self.pp == 1 and bool(self.cfg.prefill_graph)

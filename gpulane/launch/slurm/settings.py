@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpulane.config.common import CommonConfig
+from gpulane.config.load import as_dict
 from gpulane.errors import InputError, MissingComponent
 
 PATTERNS = ("allocation", "per-node", "pairs", "halving")
@@ -74,19 +76,19 @@ def container_srun_args(container: Any) -> list[str]:
     """pyxis/enroot's srun options from ``launcher.container``."""
     if container is None or not container.get("image"):
         return []
-    args = [f"--container-image={container.image}"]
+    args = [f"--container-image={container['image']}"]
     mounts = _str_list(container, "mounts")
     if mounts:
         args.append("--container-mounts=" + ",".join(mounts))
     if container.get("workdir"):
-        args.append(f"--container-workdir={container.workdir}")
+        args.append(f"--container-workdir={container['workdir']}")
     return args + _str_list(container, "args")
 
 
-def settings(cfg: Any, needs_mpi: bool | None = None) -> SlurmSettings:
+def settings(cfg: CommonConfig, needs_mpi: bool | None = None) -> SlurmSettings:
     """Checked launcher settings from ``cfg.launcher``; ``needs_mpi``: the ranks start MPI
     (None: when the backend is mpi)."""
-    sec = cfg.launcher
+    sec = as_dict(cfg.launcher)  # type: ignore[attr-defined]
     nodes = _opt_int(sec, "nodes", 1) or 1
     gpus = _opt_int(sec, "gpus_per_node", 0) or None
     tasks = tasks_per_node(_opt_int(sec, "tasks_per_node", 1), gpus)
@@ -98,7 +100,8 @@ def settings(cfg: Any, needs_mpi: bool | None = None) -> SlurmSettings:
         )
     srun = _str_list(sec, "srun_args") + container_srun_args(sec.get("container"))
     if needs_mpi is None:
-        needs_mpi = cfg.get("backend") is not None and str(cfg.backend.name) == "mpi"
+        backend = getattr(cfg, "backend", None)
+        needs_mpi = backend is not None and str(backend.name) == "mpi"
     if needs_mpi and not any(a.startswith("--mpi") for a in srun):
         # Debian's (and most) Open MPI builds start under srun only through PMIx.
         srun.append("--mpi=pmix")
@@ -161,7 +164,7 @@ def executor_parameters(s: SlurmSettings, name: str) -> dict[str, Any]:
     return params
 
 
-def hydra_launcher_settings(cfg: Any) -> dict[str, Any]:
+def hydra_launcher_settings(cfg: CommonConfig) -> dict[str, Any]:
     """hydra-submitit-launcher's (submitit_slurm) keys for ``cfg.launcher``."""
     s = settings(cfg)
     setup = list(s.setup)

@@ -1,0 +1,60 @@
+"""The checks every command's configuration passes before anything starts: values a type
+alone cannot rule out (a timeout of 0, a device that does not exist, ranks=0). What needs
+the collective specs or the GPUs (sizes, collectives, the placements a backend can run) is
+checked by the command's plan, also before any rank starts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpulane.config.commands import CopyConfig, SweepConfig, TokensConfig
+from gpulane.config.common import CommonConfig
+from gpulane.errors import InputError
+
+DEVICES = ("auto", "cuda", "cpu")
+
+
+def whole(value: Any, key: str, minimum: int, words: str = "") -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise InputError(f"{key}: expected {words}a whole number >= {minimum}, got {value!r}")
+    return value
+
+
+def auto_or_whole(value: Any, key: str, minimum: int = 1) -> None:
+    if str(value).lower() != "auto":
+        whole(value, key, minimum, "auto or ")
+
+
+def check(cfg: CommonConfig) -> None:
+    """Raise one InputError for the first value that cannot work."""
+    if not cfg.timeout_s > 0:
+        raise InputError(f"timeout_s: expected seconds > 0, got {cfg.timeout_s!r}")
+    if not str(cfg.results_dir or "").strip():
+        raise InputError("results_dir: expected a directory, got an empty value")
+    device = getattr(cfg, "device", None)
+    if device is not None and str(device).lower() not in DEVICES:
+        raise InputError(f"device: expected auto, cuda or cpu, got {device!r}")
+    if isinstance(cfg, SweepConfig):
+        auto_or_whole(cfg.ranks, "ranks")
+        whole(cfg.warmup, "warmup", 0)
+        whole(cfg.iters, "iters", 1)
+        whole(cfg.check_iters, "check_iters", 0)
+        whole(cfg.graph_launches, "graph_launches", 1)
+        for key in ("corrupt_rank", "skip_rank"):
+            value = getattr(cfg, key)
+            if value is not None:
+                whole(value, key, 0)
+    if isinstance(cfg, TokensConfig):
+        auto_or_whole(cfg.tp, "tp")
+        whole(cfg.pp, "pp", 1)
+        whole(cfg.iters, "iters", 1)
+        whole(cfg.warmup, "warmup", 0)
+        whole(cfg.prefill_chunk_tokens, "prefill_chunk_tokens", 1)
+        if not 0 < cfg.memory_fraction <= 1:
+            raise InputError(
+                f"memory_fraction: expected a fraction in (0, 1], got {cfg.memory_fraction!r}"
+            )
+    if isinstance(cfg, CopyConfig):
+        whole(cfg.samples, "samples", 1)
+        whole(cfg.warmup, "warmup", 0)
+        whole(cfg.max_reps, "max_reps", 1)
