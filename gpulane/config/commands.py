@@ -124,6 +124,9 @@ class AcceptConfig(CommonConfig):
     html: bool = True
     format: str = "table"
     suite: SuiteConfig = field(default_factory=SuiteConfig)
+    # facts of the group, saved beside its runs
+    gpus: int | None = None
+    kind: str | None = None
 
 
 @dataclass

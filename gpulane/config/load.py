@@ -27,7 +27,7 @@ FREE_KEYS = {"env", "sbatch_args", "gpu_specs", "model", "rules", "projection", 
 
 
 # Set by the front when it saves a run's configuration, not by users: left out of lists.
-RUN_FACTS = {"run_id", "world_size", "nodes", "path", "hosts", "shape", "full_layers"}
+RUN_FACTS = {"run_id", "world_size", "nodes", "path", "hosts", "shape", "full_layers", "kind"}
 
 
 def unknown_key(key: str, known: list[str], where: str = "") -> InputError:
