@@ -186,7 +186,7 @@ def run_hydra(config_name: str, task: Task, argv: list[str], prog: str) -> int:
     @hydra.main(config_path="pkg://gpulane.conf", config_name=config_name, version_base="1.3")
     def _job(cfg: DictConfig) -> None:
         try:
-            config = typed(cfg, schema)
+            config: Any = typed(cfg, schema)
             check(config)
             statuses.append(int(task(config) or 0))
         except GpulaneError as err:

@@ -14,6 +14,8 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf, flag_override
 
+from gpulane.config.commands import SweepConfig
+from gpulane.config.load import typed
 from gpulane.errors import InputError, print_error
 from gpulane.launch.slurm.settings import hydra_launcher_settings, settings
 from gpulane.session.packing import finish_packing, start_packing
@@ -25,8 +27,9 @@ class SlurmArrayCallback(Callback):  # type: ignore[misc]
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         if not str(config.hydra.launcher.get("_target_", "")).endswith("SlurmLauncher"):
             return
+        sweep = typed(config, SweepConfig)
         try:
-            s = settings(config)
+            s = settings(sweep)
             if s.pattern != "allocation":
                 raise InputError(
                     f"launcher.pattern={s.pattern} submits its own jobs; run it without -m"
@@ -41,7 +44,7 @@ class SlurmArrayCallback(Callback):  # type: ignore[misc]
             with flag_override(config, ["struct", "readonly"], [False, False]):
                 config.hydra.launcher = OmegaConf.create({"_target_": BASIC_LAUNCHER})
             return
-        values = hydra_launcher_settings(config)
+        values = hydra_launcher_settings(sweep)
         with flag_override(config, ["struct", "readonly"], [False, False]):
             for key, value in values.items():
                 config.hydra.launcher[key] = value

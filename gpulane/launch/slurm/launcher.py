@@ -72,6 +72,8 @@ class SlurmLauncher(Launcher):
         if spec.hosts:
             params["slurm_nodelist"] = ",".join(spec.hosts)
         executor = make_executor(run_path / s.folder / "%j", params)
+        fn: Any
+        args: tuple[Any, ...]
         if spec.program is not None:
             fn, args = program_task, (list(spec.program), str(run_path), dict(spec.env))
         else:
@@ -118,7 +120,7 @@ class SlurmLauncher(Launcher):
         import submitit
 
         record = JobRecord.load(run_dir.resolve())
-        job = submitit.SlurmJob(
+        job: Any = submitit.SlurmJob(
             folder=record.folder, job_id=record.job_id, tasks=tuple(range(record.tasks))
         )
         return cls.adopt(settings, job, record, run_dir, timeout_s)
@@ -157,9 +159,10 @@ class SlurmLauncher(Launcher):
         if self.record.state in FINAL_STATES:  # collected again after the end
             state = self.record.state
         else:
-            state = self.waiter.step()
-            if state is None:
+            stepped = self.waiter.step()
+            if stepped is None:
                 return None
+            state = stepped
         self.result = self._conclude(state)
         return self.result
 
