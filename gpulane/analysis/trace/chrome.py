@@ -128,6 +128,13 @@ def copies_from_chrome(
         )
     if not gpu_copies:
         copies = host_copies(cpu_ops, runtime, has_gpu, hbm_threshold_gbps, info)
+        if copies and has_gpu and info.truncated:
+            # kineto writes the host ops first and the GPU activity after them, so a cut
+            # often loses every memcpy event while the copy_ ops that issued them remain.
+            info.warnings.append(
+                "the cut may have lost this trace's GPU memcpy events (written after the "
+                "host ops): its copies are read from the host-side copy_ ops instead"
+            )
 
     copies.sort(key=lambda c: c.start_us)
     kernels.sort(key=lambda k: k.start_us)

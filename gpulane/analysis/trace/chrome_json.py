@@ -56,6 +56,14 @@ def parse_chrome_json(
         start = len(text) - len(stripped) + 1
     else:
         snippet = stripped[:60].replace("\n", " ")
+        if stripped.startswith("{"):
+            # An object that does not close: most often a trace cut before its events.
+            raise ParseError(
+                f"cut off before its event list, or not a Chrome trace: no "
+                f'"traceEvents" array in its {len(text)} characters (starts with {snippet!r})',
+                source,
+                1,
+            )
         raise ParseError(
             f'not a Chrome trace: no "traceEvents" array found (starts with {snippet!r})',
             source,
@@ -100,11 +108,30 @@ def parse_chrome_json(
             f"file ends inside the event list (cut off at line {_line_of(text, n)}): read "
             f"{len(events)} complete events from the first {last_good} of {n} characters"
         )
+    elif not _frame_is_whole(text, start, pos):
+        # Every event is there, but what surrounds the list is not: kineto writes fields
+        # after the events ("traceName"), so a file cut there must not pass as whole.
+        truncated = True
+        warnings.append(
+            f"file is cut off or damaged after the event list (line {_line_of(text, pos)}): "
+            f"read all {len(events)} events; fields written after the list are lost"
+        )
     if damaged > 5:
         shown = [w for w in warnings if "damaged event" in w][:5]
         others = [w for w in warnings if "damaged event" not in w]
         warnings[:] = [*shown, f"{damaged} damaged events skipped in all", *others]
     return meta, events, warnings, truncated, last_good
+
+
+def _frame_is_whole(text: str, list_start: int, list_end: int) -> bool:
+    """Whether the text around the event list (``text[list_start:list_end]``, between its
+    brackets) is valid JSON on its own: the damage that kept the whole text from parsing
+    then lies inside the list only."""
+    try:
+        json.loads(text[:list_start] + text[list_end:])
+    except (ValueError, RecursionError):
+        return False
+    return True
 
 
 def _salvage_meta(text: str, limit: int) -> dict[str, Any]:

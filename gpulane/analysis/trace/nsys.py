@@ -25,6 +25,9 @@ from gpulane.analysis.trace.events import (
 from gpulane.analysis.trace.fields import integer, memory_kind, number
 from gpulane.errors import ParseError
 
+SQLITE_MAGIC = b"SQLite format 3\x00"
+_HEADER_BYTES = 100
+
 # CUPTI's copyKind and memory kind numbers, for exports that lack the ENUM tables.
 _COPY_KIND_DEFAULT = {1: "H2D", 2: "D2H", 8: "D2D", 9: "H2H", 10: "P2P"}
 _MEM_KIND_DEFAULT = {
@@ -85,6 +88,8 @@ def read_nsys_sqlite(
     """Copies and kernels of an Nsight Systems SQLite export (``nsys export --type sqlite``)."""
     src = str(path)
     size = Path(path).stat().st_size
+    with open(path, "rb") as fh:
+        _check_whole(fh.read(_HEADER_BYTES), size, src)
     info = ReadInfo(path=src, format="nsys-sqlite", size_bytes=size, bytes_read=size)
     try:
         con = sqlite3.connect(f"file:{Path(path).resolve()}?mode=ro", uri=True)
@@ -100,6 +105,32 @@ def read_nsys_sqlite(
         ) from err
     finally:
         con.close()
+
+
+def looks_like_sqlite(head: bytes) -> bool:
+    """Whether a file's first bytes are (the start of) SQLite's magic string; a file cut
+    inside those 16 bytes still goes to this reader, which says it was cut."""
+    return len(head) >= 6 and (head.startswith(SQLITE_MAGIC[:15]) or SQLITE_MAGIC.startswith(head))
+
+
+def _check_whole(header: bytes, size: int, src: str) -> None:
+    """A file shorter than its SQLite header says is cut off. SQLite itself reads the
+    missing pages as zeros, which gives rows of NULLs or "malformed" halfway through a
+    query, so the size is checked before anything is read."""
+    again = "; copy or export it again (`nsys export --type sqlite`)"
+    if len(header) < _HEADER_BYTES:
+        raise ParseError(f"SQLite file cut off inside its {_HEADER_BYTES}-byte header{again}", src)
+    page_size = int.from_bytes(header[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    pages = int.from_bytes(header[28:32], "big")
+    # The header's page count is valid only when its change counter matches the
+    # version-valid-for number (SQLite >= 3.7.0 keeps them equal); else it is not known.
+    if pages and header[24:28] == header[92:96] and size < pages * page_size:
+        raise ParseError(
+            f"SQLite file cut off: {size} of the {pages * page_size} bytes its header "
+            f"declares{again}",
+            src,
+        )
 
 
 def _read_nsys(con: sqlite3.Connection, info: ReadInfo, threshold: float) -> Trace:
@@ -130,10 +161,13 @@ def _read_nsys(con: sqlite3.Connection, info: ReadInfo, threshold: float) -> Tra
             name_col = "nameId" if "nameId" in cols else ("name" if "name" in cols else None)
             q = f"SELECT start, end, correlationId{', ' + name_col if name_col else ''} FROM CUPTI_ACTIVITY_KIND_RUNTIME"
             for row in con.execute(q):
+                rt_start, rt_end, corr = number(row[0]), number(row[1]), integer(row[2])
+                if rt_start is None or rt_end is None or corr is None:
+                    continue  # a call with no time or id cannot be joined to a copy
                 nm = row[3] if name_col else ""
                 if isinstance(nm, int):
                     nm = strings.get(nm, str(nm))
-                runtime[int(row[2])] = (row[0] / 1e3, row[1] / 1e3, str(nm or ""))
+                runtime[corr] = (rt_start / 1e3, rt_end / 1e3, str(nm or ""))
 
     copies: list[CopyEvent] = []
     t_min, t_max = math.inf, -math.inf

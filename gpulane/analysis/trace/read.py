@@ -7,7 +7,7 @@ from pathlib import Path
 
 from gpulane.analysis.trace.chrome import parse_chrome_bytes
 from gpulane.analysis.trace.events import DEFAULT_HBM_THRESHOLD_GBPS, Trace
-from gpulane.analysis.trace.nsys import read_nsys_sqlite
+from gpulane.analysis.trace.nsys import looks_like_sqlite, read_nsys_sqlite
 from gpulane.errors import InputError
 
 
@@ -25,6 +25,6 @@ def read_trace(path: str | Path, hbm_threshold_gbps: float = DEFAULT_HBM_THRESHO
         )
     with open(p, "rb") as fh:
         head = fh.read(16)
-    if head.startswith(b"SQLite format 3"):
+    if looks_like_sqlite(head):
         return read_nsys_sqlite(p, hbm_threshold_gbps)
     return parse_chrome_bytes(p.read_bytes(), str(p), hbm_threshold_gbps)

@@ -13,6 +13,7 @@ from tests.analysis.trace.traces import (
     LAYER_BYTES,
     bad_trace,
     good_trace,
+    plain_text,
 )
 
 
@@ -63,3 +64,14 @@ def test_bare_event_array_and_bad_fields() -> None:
     # the DtoH (GPU1) runs under GPU1's kernel for 2 us; the DtoD has no device, so any
     # kernel counts: 1 us
     assert s.overlap_us == pytest.approx(3.0)
+
+
+def test_cut_gpu_trace_that_lost_its_memcpy_events_says_so() -> None:
+    # kineto writes host ops first: cut before the first GPU memcpy event, the copies
+    # come from the copy_ ops, marked inferred, and the warnings say why
+    text = plain_text("traces/h200/bad.json.gz")
+    t = parse_chrome_bytes(text[: text.index('"cat": "gpu_memcpy"')].encode(), "cut")
+    assert t.info.truncated and t.has_gpu and t.copies
+    assert all(c.source == "cpu" and c.link_inferred for c in t.copies)
+    assert all(c.bytes == LAYER_BYTES for c in t.copies)
+    assert any("lost this trace's GPU memcpy events" in w for w in t.info.warnings)

@@ -47,3 +47,23 @@ def test_damaged_event_is_skipped_and_the_rest_read(tmp_path: Path) -> None:
     assert not t.info.truncated and t.info.events_skipped >= 1 and not t.info.complete
     assert any("damaged event skipped" in w and "line" in w for w in t.info.warnings)
     assert len(t.copies) == 4 and len(t.kernels) == 15
+
+
+def test_cut_after_the_event_list_is_not_whole() -> None:
+    # kineto writes "traceName" after the events: a cut there keeps every event, and the
+    # file must still say it is not whole
+    text = plain_text("traces/h200/bad.json.gz")
+    end = text.rindex('"traceName"')
+    whole = parse_chrome_json(text)
+    meta, events, warnings, truncated, _ = parse_chrome_json(text[: end + 5])
+    assert events == whole[1] and truncated
+    assert any("cut off or damaged after the event list" in w for w in warnings)
+    assert meta.get("deviceProperties") == whole[0]["deviceProperties"]
+
+
+def test_damage_inside_the_list_only_is_not_a_cut() -> None:
+    text = plain_text("traces/h200/bad.json.gz")
+    i = text.index('"cat": "kernel"')
+    damaged = text[:i] + '"cat": kernel oops' + text[i + len('"cat": "kernel"') :]
+    _, _, warnings, truncated, _ = parse_chrome_json(damaged)
+    assert not truncated and any("damaged event skipped" in w for w in warnings)

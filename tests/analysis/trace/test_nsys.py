@@ -59,3 +59,19 @@ def test_nsys_without_runtime_table_and_damaged(tmp_path: Path) -> None:
     sqlite3.connect(empty).execute("CREATE TABLE t (x)").connection.close()
     with pytest.raises(ParseError, match="CUPTI_ACTIVITY_KIND_MEMCPY"):
         read_trace(empty)
+
+
+def test_runtime_call_without_correlation_is_left_out(tmp_path: Path) -> None:
+    # correlationId may be NULL in an export; such a call joins no copy, and the file reads
+    p = tmp_path / "nullcorr.sqlite"
+    make_nsys_sqlite(p)
+    con = sqlite3.connect(p)
+    con.execute(
+        "UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET correlationId = NULL WHERE correlationId = 10"
+    )
+    con.commit()
+    con.close()
+    t = read_trace(p)
+    assert t.info.complete and len(t.copies) == 5
+    assert t.copies[0].blocking is None and t.copies[0].host_us is None
+    assert [c.blocking for c in t.copies[1:]] == [False, False, False, False]
