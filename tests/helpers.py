@@ -71,4 +71,4 @@ def run_mpirun(cfg: Any, run: Any, env: dict[str, str], job: str) -> int:
     """A test's own job on `cfg.world_size` ranks under mpirun, shown as a sweep."""
     from gpulane.session.sweep import launch_job
 
-    return launch_job(cfg, run, env, job, int(cfg.world_size), str(cfg.get("device") or "cpu"))
+    return launch_job(cfg, run, env, job, int(cfg.world_size), str(cfg.device or "cpu"))

@@ -23,6 +23,11 @@ T = TypeVar("T")
 
 # group key -> option name -> schema (the option is the node's `name`)
 GROUPS: dict[str, dict[str, type]] = {"backend": BACKENDS, "launcher": LAUNCHERS}
+GROUP_DEFAULTS: dict[str, dict[str, Any]] = {
+    "backend": {"name": "torch"},
+    "launcher": {"name": "local"},
+    "preset": {"name": "none", "env": {}},
+}
 FREE_KEYS = {"env", "sbatch_args", "gpu_specs", "model", "rules", "projection", "shape"}
 
 
@@ -80,6 +85,12 @@ def typed(cfg: Any, schema: type[T]) -> T:
     data = OmegaConf.to_container(cfg, resolve=True) if OmegaConf.is_config(cfg) else dict(cfg)
     assert isinstance(data, dict)
     data.pop("hydra", None)
+    # A configuration written by hand or by an older gpulane may leave out a group; take
+    # the option conf/<command>.yaml chooses by default.
+    fields = {f.name for f in dataclasses.fields(schema)}  # type: ignore[arg-type]
+    for key, default in GROUP_DEFAULTS.items():
+        if key in fields and data.get(key) is None:
+            data[key] = dict(default)
     check_keys(data, schema)
     try:
         base = OmegaConf.structured(schema)

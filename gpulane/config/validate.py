@@ -35,6 +35,7 @@ def check(cfg: CommonConfig) -> None:
     if device is not None and str(device).lower() not in DEVICES:
         raise InputError(f"device: expected auto, cuda or cpu, got {device!r}")
     if isinstance(cfg, SweepConfig):
+        check_backend(cfg.backend)
         auto_or_whole(cfg.ranks, "ranks")
         whole(cfg.warmup, "warmup", 0)
         whole(cfg.iters, "iters", 1)
@@ -58,3 +59,22 @@ def check(cfg: CommonConfig) -> None:
         whole(cfg.samples, "samples", 1)
         whole(cfg.warmup, "warmup", 0)
         whole(cfg.max_reps, "max_reps", 1)
+
+
+CHOICES = {
+    "memory": ("torch", "nccl"),
+    "use_json": ("auto", "true", "false"),
+    "buffers": ("auto", "device", "host"),
+    "array": ("auto", "torch", "cupy"),
+}
+
+
+def check_backend(backend: Any) -> None:
+    """backend.* values that no rank could use."""
+    for key, allowed in CHOICES.items():
+        value = getattr(backend, key, None)
+        if value is not None and str(value).lower() not in allowed:
+            words = ", ".join(allowed[:-1]) + f" or {allowed[-1]}"
+            raise InputError(f"backend.{key}: expected {words}, got {value!r}")
+    if getattr(backend, "register", False) and str(getattr(backend, "memory", "")) != "nccl":
+        raise InputError("backend.register=true needs backend.memory=nccl")

@@ -37,7 +37,7 @@ def config_type(fn: Callable[..., Any]) -> type | None:
     hints = typing.get_type_hints(fn)
     first = next(iter(inspect.signature(fn).parameters))
     kind = hints.get(first)
-    return kind if isinstance(kind, type) else None
+    return kind if isinstance(kind, type) and kind is not typing.Any else None
 
 
 def run_job(job: str, ctx: RankContext) -> None:

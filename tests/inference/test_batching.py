@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from omegaconf import OmegaConf
 
+from gpulane.config.commands import TokensConfig
 from gpulane.errors import InputError
 from gpulane.inference.batching import (
     as_list,
@@ -69,6 +70,6 @@ def test_prefill_chunks_hold_whole_sequences_within_the_token_budget() -> None:
 
 
 def test_micro_batches_default_to_the_stage_count_within_the_batch() -> None:
-    assert micro_batch_count(OmegaConf.create({}), 4, 16) == 4
-    assert micro_batch_count(OmegaConf.create({"micro_batches": 3}), 2, 16) == 3
-    assert micro_batch_count(OmegaConf.create({"micro_batches": "auto"}), 4, 2) == 2
+    assert micro_batch_count(TokensConfig(), 4, 16) == 4
+    assert micro_batch_count(TokensConfig(micro_batches=3), 2, 16) == 3
+    assert micro_batch_count(TokensConfig(micro_batches="auto"), 4, 2) == 2

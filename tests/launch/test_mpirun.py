@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from omegaconf import OmegaConf
 
+from gpulane.config.commands import SweepConfig
+from gpulane.config.load import typed
 from gpulane.launch.mpirun.command import (
     Mpi4pyInfo,
     all_local,
@@ -59,9 +60,9 @@ def ok_job(cfg: Any, ctx: Any) -> None:
 
 
 def job_config(tmp_path: Path, **launcher: Any) -> Any:
-    return OmegaConf.create(
+    return typed(
         {
-            "backend": {"name": "custom"},
+            "backend": {"name": "torch"},
             "launcher": {
                 "name": "mpirun",
                 "command": "mpirun",
@@ -87,7 +88,8 @@ def job_config(tmp_path: Path, **launcher: Any) -> Any:
             "results_dir": str(tmp_path),
             "build": "test",
             "env": {},
-        }
+        },
+        SweepConfig,
     )
 
 

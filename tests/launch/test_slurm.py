@@ -16,6 +16,8 @@ from typing import Any
 import pytest
 from omegaconf import OmegaConf
 
+from gpulane.config.commands import SweepConfig
+from gpulane.config.load import typed
 from gpulane.launch.slurm.monitor import JobRecord
 from gpulane.launch.slurm.settings import executor_parameters, hydra_launcher_settings, settings
 from gpulane.record import Row, RowWriter, read_parquet, read_rows
@@ -107,7 +109,7 @@ def slow_rows(cfg: Any, ctx: Any) -> None:
 
 
 def direct_cfg(tmp_path: Path, **launcher: Any) -> Any:
-    cfg = OmegaConf.create(
+    cfg = typed(
         {
             "build": "slurm-test",
             "results_dir": str(tmp_path),
@@ -127,7 +129,8 @@ def direct_cfg(tmp_path: Path, **launcher: Any) -> Any:
                 "sbatch_args": {"chdir": str(REPO)},
                 **launcher,
             },
-        }
+        },
+        SweepConfig,
     )
     return cfg
 

@@ -27,6 +27,7 @@ from gpulane.campaigns import run as campaign_run
 from gpulane.campaigns import summary as campaign_summary
 from gpulane.campaigns.elements import Element
 from gpulane.campaigns.settings import PatternSettings, pattern_settings
+from gpulane.config.common import SizesConfig
 from gpulane.errors import InputError
 from gpulane.launch.slurm.monitor import JobRecord
 from gpulane.launch.slurm.settings import settings
@@ -44,7 +45,7 @@ def cfg_for(tmp_path: Path, **launcher: Any) -> Any:
     cfg = direct_cfg(tmp_path, **launcher)
     cfg.collectives = ["all_reduce"]
     cfg.dtype = "float"
-    cfg.sizes = {"min": 8, "max": 64, "factor": 2, "step": None}
+    cfg.sizes = SizesConfig(min=8, max=64, factor=2, step=None)
     cfg.redop = "sum"
     cfg.root = 0
     cfg.in_place = "both"
