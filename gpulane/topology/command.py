@@ -3,6 +3,7 @@
 gpulane topo                      # live: NVML, nvidia-smi, lspci, sysfs
 gpulane topo --under-load         # also read the PCIe links during a copy burst
 gpulane topo --topo-file topo-m.txt [--p2p-file r=topo-p2p-r.txt ...]
+gpulane topo --topo-file pasted.txt   # topo -m, then `nvidia-smi topo -p2p r` and its matrix
              [--lspci-file lspci-vvv.txt] [--lspci-file lspci-tv.txt]
              [--smi-q-file nvidia-smi-q.txt] [--nvlink-file nvlink-s.txt]
              [--sysfs-file sysfs.txt] [--json]
@@ -17,6 +18,7 @@ import sys
 from gpulane.errors import InputError
 from gpulane.textio import clean_lines, guess_kind, read_text
 from gpulane.topology.build import Inputs, build
+from gpulane.topology.captures import TOPO_P2P, Capture, split_captures
 from gpulane.topology.lspci import parse_lspci_tree, parse_lspci_verbose
 from gpulane.topology.model import Topology
 from gpulane.topology.nvlink import parse_nvlink_status
@@ -33,14 +35,20 @@ def _parser() -> argparse.ArgumentParser:
         "status, expected bandwidth per pair. Live by default; from captured files with "
         "--topo-file and friends.",
     )
-    p.add_argument("--topo-file", help="`nvidia-smi topo -m` output")
+    p.add_argument(
+        "--topo-file",
+        help="`nvidia-smi topo -m` output, optionally followed by pasted `topo -p2p MODE` "
+        "outputs (each below its command line, or one in a file named after its mode)",
+    )
     p.add_argument(
         "--p2p-file",
         action="append",
         default=[],
         metavar="[MODE=]FILE",
         help="`nvidia-smi topo -p2p MODE` output; MODE is r, w, n, a or p (read, write, "
-        "nvlink, atomics, pcie), else taken from the file name (topo-p2p-r.txt); repeatable",
+        "nvlink, atomics, pcie), else taken from the file name (topo-p2p-r.txt) or from "
+        "the command line pasted above each matrix; a file whose mode cannot be told is "
+        "refused; repeatable",
     )
     p.add_argument(
         "--lspci-file",
@@ -67,18 +75,64 @@ def _split_mode(arg: str) -> tuple[str | None, str]:
     return mode_from_filename(arg), arg
 
 
+def _p2p_mode(capture: Capture, given: str | None, path: str, alone: bool) -> str:
+    """The mode of a topo -p2p capture: its command line, else ``MODE=`` or the file name
+    (when it is the file's only P2P matrix); a file that says none is refused, since a
+    status under an unknown mode is one no acceptance rule can check."""
+    if capture.mode:
+        return capture.mode
+    if given and alone:
+        return given
+    raise InputError(
+        f"{path}: line {capture.line}: cannot tell which nvidia-smi topo -p2p mode this "
+        "matrix is: pass the file as --p2p-file MODE=FILE (MODE r, w, n, a or p), name it "
+        "after its mode (topo-p2p-r.txt), or keep the command line (nvidia-smi topo -p2p r) "
+        "above each matrix"
+    )
+
+
+def _read_topo_file(path: str, inp: Inputs) -> None:
+    """``--topo-file``: a topo -m matrix, perhaps followed by pasted topo -p2p matrices."""
+    text = read_text(path)
+    captures = split_captures(text, path)
+    matrices = [c for c in captures if c.kind != TOPO_P2P]
+    if len(matrices) > 1:
+        lines = " and ".join(str(c.line) for c in matrices)
+        raise InputError(f"{path}: two nvidia-smi topo -m matrices (lines {lines}); give one")
+    inp.matrix = parse_topo_matrix(matrices[0].text if matrices else text, path)
+    inp.sources["topo"] = path
+    p2ps = [c for c in captures if c.kind == TOPO_P2P]
+    for c in p2ps:
+        mode = _p2p_mode(c, mode_from_filename(path), path, len(p2ps) == 1)
+        inp.p2p.append(parse_p2p(c.text, path, mode))
+
+
+def _read_p2p_file(arg: str, inp: Inputs) -> None:
+    """``--p2p-file [MODE=]FILE``: one or more topo -p2p matrices."""
+    given, path = _split_mode(arg)
+    text = read_text(path)
+    captures = split_captures(text, path)
+    p2ps = [c for c in captures if c.kind == TOPO_P2P]
+    if not p2ps or len(p2ps) < len(captures):
+        # Not (only) P2P matrices: the parser says what the file is instead.
+        other = next((c for c in captures if c.kind != TOPO_P2P), captures[0])
+        parse_p2p(other.text, path, given)
+    for c in p2ps:
+        inp.p2p.append(parse_p2p(c.text, path, _p2p_mode(c, given, path, len(p2ps) == 1)))
+
+
 def from_files(args: argparse.Namespace) -> Topology:
     inp = Inputs()
     if args.topo_file:
-        inp.matrix = parse_topo_matrix(read_text(args.topo_file), args.topo_file)
-        inp.sources["topo"] = args.topo_file
+        _read_topo_file(args.topo_file, inp)
     else:
         inp.missing.append("topology matrix: no --topo-file; path labels and NICs unknown")
     for arg in args.p2p_file:
-        mode, path = _split_mode(arg)
-        inp.p2p.append(parse_p2p(read_text(path), path, mode))
+        _read_p2p_file(arg, inp)
     if args.p2p_file:
         inp.sources["p2p"] = ", ".join(args.p2p_file)
+    elif inp.p2p:
+        inp.sources["p2p"] = args.topo_file
     else:
         inp.missing.append("P2P status: no --p2p-file; P2P support per mode unknown")
     if args.smi_q_file:
