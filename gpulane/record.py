@@ -94,7 +94,9 @@ class Row:
     error: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        # What dataclasses.asdict gives, without its generic recursion: that was most of
+        # the time of printing or writing a large import's rows.
+        return {name: _copied(getattr(self, name)) for name in FIELDS}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Row:
@@ -108,13 +110,31 @@ class Row:
 
 
 FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Row))
+
+
+_NESTED = (dict, list, tuple)
+
+
+def _copied(value: Any) -> Any:
+    """A copy of a field's JSON-like value (dicts and lists copied all the way down)."""
+    if isinstance(value, dict):
+        return {k: _copied(v) if isinstance(v, _NESTED) else v for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_copied(v) if isinstance(v, _NESTED) else v for v in value)
+    return value
+
+
 _JSON_COLUMNS = ("env", "versions", "extra")
 
 
 class RowWriter:
-    """Appends rows to a run's JSON Lines file, durable after each row."""
+    """Appends rows to a run's JSON Lines file, durable after each row.
 
-    def __init__(self, run_dir: str | os.PathLike[str]) -> None:
+    ``sync=False`` (rows imported from a file that stays on disk) makes the file durable
+    once, at close: an fsync per row would make a large import crawl."""
+
+    def __init__(self, run_dir: str | os.PathLike[str], sync: bool = True) -> None:
+        self.sync = sync
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.path = self.run_dir / ROWS_JSONL
@@ -133,12 +153,18 @@ class RowWriter:
         data = row.to_dict() if isinstance(row, Row) else row
         # One write call per line: concurrent appenders never interleave within a line.
         self._fh.write(json.dumps(data, default=str) + "\n")
-        self._fh.flush()
-        os.fsync(self._fh.fileno())
+        if self.sync:
+            self._fh.flush()
+            os.fsync(self._fh.fileno())
 
     def close(self) -> None:
         if not self._fh.closed:
-            self._fh.close()
+            try:
+                if not self.sync:
+                    self._fh.flush()
+                    os.fsync(self._fh.fileno())
+            finally:
+                self._fh.close()
 
     def __enter__(self) -> RowWriter:
         return self
@@ -184,22 +210,118 @@ def rows_frame(rows: Iterable[Row | dict[str, Any]]) -> Any:
     return frame
 
 
+PARQUET_BATCH = 20_000  # rows per Parquet row group: memory is one batch, whatever the file
+_ARROW = {"int": "int64", "float": "float64", "bool": "bool", "str": "string", "null": "null"}
+_FITS = {"int": {"int"}, "float": {"int", "float"}, "bool": {"bool"}, "str": {"str"}}
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int):
+        return "int"
+    if isinstance(value, float):
+        return "float"
+    if isinstance(value, str):
+        return "str"
+    return "json"
+
+
+def _annotated() -> dict[str, str]:
+    """Row field -> int, float, bool or str, from its annotation (``int | None`` -> int)."""
+    out = {}
+    for f in dataclasses.fields(Row):
+        base = str(f.type).split("|")[0].strip()
+        if base in _FITS:
+            out[f.name] = base
+    return out
+
+
+def _column_kind(name: str, seen: set[str], annotated: dict[str, str]) -> str:
+    values = seen - {"null"}
+    if name in _JSON_COLUMNS or "json" in values:
+        return "json"
+    if not values:
+        return "null"  # as pandas wrote it: read back as None, not NaN
+    want = annotated.get(name)
+    if want is not None and values <= _FITS[want]:
+        return want
+    if values and values <= {"int"}:
+        return "int"
+    if values and values <= {"int", "float"}:
+        return "float"
+    if values == {"bool"}:
+        return "bool"
+    return "str"
+
+
+def _cell(value: Any, kind: str) -> Any:
+    if kind == "json":
+        return json.dumps(value, sort_keys=True, default=str)
+    if value is None:
+        return None
+    if kind == "float":
+        return float(value)
+    if kind == "str" and not isinstance(value, str):
+        return json.dumps(value, default=str) if isinstance(value, (dict, list)) else str(value)
+    return value
+
+
 def write_parquet(run_dir: str | os.PathLike[str]) -> Path | None:
-    """Write rows.parquet beside rows.jsonl (atomically); None when there are no rows."""
+    """Write rows.parquet beside rows.jsonl (atomically); None when there are no rows.
+
+    Rows are read twice, a batch at a time: first for the columns and their types (a Row
+    field keeps its annotated type; other keys get the type of their values), then to
+    write :data:`PARQUET_BATCH` rows per row group. The dict columns (env, versions,
+    extra) vary in keys from row to row: JSON text keeps them queryable and stable.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     run_dir = Path(run_dir)
     src = run_dir / ROWS_JSONL
     if not src.exists():
         return None
-    rows = list(read_rows(src))
-    if not rows:
+    seen: dict[str, set[str]] = {name: set() for name in FIELDS}
+    count = 0
+    for row in read_rows(src):
+        count += 1
+        for key, value in row.items():
+            seen.setdefault(key, set()).add(_kind(value))
+    if not count:
         return None
-    frame = rows_frame(rows)
-    # Dict columns vary in keys from row to row; JSON text keeps them queryable and stable.
-    for name in _JSON_COLUMNS:
-        frame[name] = frame[name].map(lambda v: json.dumps(v, sort_keys=True, default=str))
+    annotated = _annotated()
+    kinds = {name: _column_kind(name, found, annotated) for name, found in seen.items()}
+    schema = pa.schema(
+        [
+            (name, pa.string() if k == "json" else pa.type_for_alias(_ARROW[k]))
+            for name, k in kinds.items()
+        ]
+    )
     out = run_dir / ROWS_PARQUET
     tmp = out.with_suffix(".parquet.tmp")
-    frame.to_parquet(tmp, index=False)
+
+    def table(batch: list[dict[str, Any]]) -> Any:
+        return pa.table(
+            {name: [_cell(r.get(name), k) for r in batch] for name, k in kinds.items()},
+            schema=schema,
+        )
+
+    try:
+        with pq.ParquetWriter(tmp, schema) as writer:
+            batch: list[dict[str, Any]] = []
+            for row in read_rows(src):
+                batch.append(row)
+                if len(batch) >= PARQUET_BATCH:
+                    writer.write_table(table(batch))
+                    batch = []
+            if batch:
+                writer.write_table(table(batch))
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     os.replace(tmp, out)
     return out
 

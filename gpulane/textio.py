@@ -84,6 +84,15 @@ def iter_text_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, str]]:
     Raises :class:`ParseError` naming the line for binary data, damaged UTF-16 and text
     that is not UTF-8, and for an empty file.
     """
+    for number, line, _ in iter_text_lines_ended(path):
+        yield number, line
+
+
+def iter_text_lines_ended(path: str | os.PathLike[str]) -> Iterator[tuple[int, str, bool]]:
+    """As :func:`iter_text_lines`, with a third item: whether the line ended with a line
+    break. Only the last line of a file can lack one; a number on it may have been cut
+    (``4366.8`` cut to ``436``), so importers trust it only where the format says so.
+    """
     name = os.fspath(path)
     try:
         fh = open(path, "rb")  # noqa: SIM115 - closed in finally
@@ -127,7 +136,7 @@ def iter_text_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, str]]:
             for line in parts:
                 number += 1
                 seen_text = seen_text or bool(line.strip())
-                yield number, line
+                yield number, line, True
             if final:
                 break
             data = fh.read(CHUNK)
@@ -136,13 +145,26 @@ def iter_text_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, str]]:
             seen_text = seen_text or bool(pending.strip())
             if not seen_text:
                 raise ParseError("the file is empty", name, 1)
-            yield number, pending
+            yield number, pending, False
         elif not seen_text:
             raise ParseError("the file is empty", name, 1)
     except OSError as err:
         raise ParseError(f"cannot read: {err.strerror or err}", name) from None
     finally:
         fh.close()
+
+
+def split_text_lines(text: str) -> Iterator[tuple[int, str, bool]]:
+    """(line number, line, ended) of text already in memory, as
+    :func:`iter_text_lines_ended` gives them for a file (a leading byte-order mark
+    dropped; CRLF and CR count as one line break)."""
+    text = text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
+    lines = text.split("\n")
+    last = lines.pop()
+    for number, line in enumerate(lines, start=1):
+        yield number, line, True
+    if last:
+        yield len(lines) + 1, last, False
 
 
 def read_text(path: str | os.PathLike[str]) -> str:

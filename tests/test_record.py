@@ -3,6 +3,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from gpulane.record import (
     FIELDS,
     Row,
@@ -92,3 +94,24 @@ def test_unknown_keys_kept_in_extra() -> None:
 
 def test_run_ids_unique() -> None:
     assert len({new_run_id("b") for _ in range(50)}) == 50
+
+
+def test_parquet_written_in_batches_keeps_types(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Memory is one batch of rows, whatever the file's size; types follow the rows."""
+    import gpulane.record as record
+
+    monkeypatch.setattr(record, "PARQUET_BATCH", 2)
+    with RowWriter(tmp_path, sync=False) as w:
+        for i in range(5):
+            row = _row(i).to_dict()
+            row["size_bytes"] = None if i == 0 else row["size_bytes"]  # null in the first batch
+            row["note"] = i if i < 3 else "five"  # a key that is no Row field, mixed types
+            w.write(row)
+    frame = read_parquet(write_parquet(tmp_path))
+    assert frame["size_bytes"].isna().tolist() == [True, False, False, False, False]
+    assert list(frame["size_bytes"][1:]) == [16, 32, 64, 128]
+    assert list(frame["note"]) == ["0", "1", "2", "five", "five"]
+    assert frame["env"][1] == {"NCCL_ALGO": "Ring"} and frame["path"].isna().all()
+    assert list(frame.columns[: len(FIELDS)]) == list(FIELDS)

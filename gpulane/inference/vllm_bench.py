@@ -16,7 +16,7 @@ import sys
 from gpulane.config.commands import TokensConfig
 from gpulane.errors import InputError, MissingComponent, RunFailed
 from gpulane.inference.batching import configs
-from gpulane.inference.vllm_import import Meta, parse_vllm
+from gpulane.inference.vllm_import import Meta, read_vllm
 from gpulane.record import RowWriter
 from gpulane.rundir import make_run_dir, run_env, save_config
 
@@ -86,8 +86,6 @@ def run_vllm(cfg: TokensConfig) -> int:
                 sys.stderr.write(f"gpulane: error: vllm bench latency exited {done.returncode}\n")
                 status = RunFailed.exit_code
                 continue
-            with open(out, encoding="utf-8") as fh:
-                text = fh.read()
             meta = Meta(
                 build=run.build,
                 run_id=run.run_id,
@@ -99,7 +97,7 @@ def run_vllm(cfg: TokensConfig) -> int:
                 output_len=output_len,
                 extra={"engine": "vllm", "command": " ".join(cmd)},
             )
-            for row in parse_vllm(text, out, meta):
+            for row in read_vllm(out, meta):
                 row.source = "measured"
                 writer.write(row)
                 print(

@@ -208,13 +208,11 @@ def build(inp: Inputs) -> Topology:
     if m is not None:
         topo.nics = [Nic(name=n, device=m.nic_devices.get(n)) for n in m.nics]
 
-    # Pairs: GPU-GPU and GPU-NIC, as the matrix prints them.
+    # Pairs: GPU-GPU, GPU-NIC and NIC-NIC, as the matrix prints them.
     if m is not None:
         names = m.names
         for i, a in enumerate(names):
             for b in names[i + 1 :]:
-                if a in m.nics and b in m.nics:
-                    continue
                 label = m.labels[(a, b)]
                 orig = m.original[(a, b)]
                 topo.pairs.append(
@@ -265,6 +263,11 @@ def _downtrained(link: PcieLink, above: PcieLink | None) -> bool | None:
 def _add_p2p(topo: Topology, matrices: list[P2PMatrix]) -> None:
     for n, pm in enumerate(matrices):
         mode = pm.mode or f"mode{n}"
+        if pm.mode is None:
+            topo.warnings.append(
+                f"P2P statuses from {pm.source} have no mode (r, w, n, a or p): listed as "
+                f"{mode}, which no acceptance rule checks"
+            )
         if mode not in topo.p2p_modes:
             topo.p2p_modes.append(mode)
         for (a, b), status in pm.status.items():

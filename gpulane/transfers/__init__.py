@@ -2,7 +2,8 @@
 for bandwidthTest, p2pBandwidthLatencyTest and nvbandwidth printouts (`gpulane parse`).
 
 Pure modules (no GPU): ``sizes`` (size rules), ``efficiency`` (line rates, efficiency),
-``points`` (statistics, rows), ``matrices`` (tables), ``importers``, ``numa``, ``plot``.
+``points`` (statistics, rows), ``matrices`` (tables), ``importers/`` (one module per tool),
+``numa``, ``plot``.
 GPU modules, importable without a GPU: ``measure`` (buffers, copies, timing, checks),
 ``gpuinfo`` (GPU identity, NVML link readings, topology), ``command``.
 

@@ -9,10 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from gpulane.cli import main as cli_main
 from gpulane.errors import ParseError
-from gpulane.inference.vllm_import import Meta, main, parse_vllm
+from gpulane.inference.vllm_import import Meta, parse_vllm
 from gpulane.record import read_rows
 from tests.conftest import fixture_path
+from tests.parse_helpers import cut_copy, json_rows, run_parse
 
 SERVING = "public/vllm/vllm_readme_benchmark_serving_sharegpt_10prompts.txt"
 QWEN = "public/vllm/wangjunjian_tp8_qwen72b_benchmark_serving_sharegpt.txt"
@@ -41,7 +43,10 @@ def test_serving_with_preamble_and_meta() -> None:
     assert (row.tp, row.model, row.build) == (8, "Qwen2.5-72B-Instruct", "dcu")
     assert row.tokens_per_s == 597.34 and row.ttft_ms == 103921.52
     assert row.itl_ms_p99 == 1155.89
-    assert row.extra["request_rate"] == float("inf")
+    # Printed "inf" (no rate limit): null in the row, with a note; the row is strict JSON.
+    assert row.extra["request_rate"] is None
+    assert any("request_rate was inf" in note for note in row.extra["notes"])
+    json.dumps(row.to_dict(), allow_nan=False)
     assert row.extra["max_concurrency"] is None
 
 
@@ -98,7 +103,9 @@ def test_other_text_is_refused_clearly(bad: str) -> None:
 
 def test_cli_writes_rows(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     files = [str(fixture_path(SERVING)), str(fixture_path(THROUGHPUT))]
-    assert main([*files, "--out", str(tmp_path), "--tp", "2", "--build", "b"]) == 0
+    out = tmp_path / "run"
+    assert cli_main(["parse", "vllm", *files, "--out", str(out), "--tp", "2", "--build", "b"]) == 0
+    tmp_path = out
     rows = list(read_rows(tmp_path / "rows.jsonl"))
     assert [r["op"] for r in rows] == ["serving", "throughput"]
     assert {r["tp"] for r in rows} == {2} and len({r["run_id"] for r in rows}) == 1
@@ -115,3 +122,111 @@ def test_gpulane_parse_vllm_error_exit() -> None:
     assert out.returncode == 2
     assert out.stderr.startswith("gpulane: error: ") and "ValueError" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_p99_itl_cut_short_is_not_a_value(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A P99 ITL of 1155.89 cut to `115`: no 115.0 in any row; an error row at the cut."""
+    path = cut_copy(tmp_path, QWEN, "1155.89", 3)
+    status, out, err = run_parse(capsys, "vllm", str(path), "--json")
+    assert status == 0
+    serving, cut = json_rows(out)
+    assert serving["status"] == "ok" and serving["itl_ms_p99"] is None
+    assert serving["itl_ms_p50"] == 262.69  # complete lines are kept
+    assert cut["status"] == "error" and cut["op"] == "serving"
+    assert cut["error"] == (
+        f"{path}:23: the Serving Benchmark Result block (line 4) is cut off at line 23 (the "
+        "file ends inside 'P99 ITL (ms):                            115') before its closing "
+        "'====' line"
+    )
+    assert "1 of 2 rows are errors" in err
+
+
+def test_throughput_line_cut_short(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = cut_copy(tmp_path, THROUGHPUT, "1072.15", 4)
+    status, out, err = run_parse(capsys, "vllm", str(path), "--json")
+    assert status == 1
+    (cut,) = json_rows(out)
+    assert cut["tokens_per_s"] is None and cut["error"].startswith(
+        f"{path}:1: the file ends inside"
+    )
+    assert "nothing measured" in err
+
+
+def test_throughput_without_its_totals(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = cut_copy(tmp_path, THROUGHPUT, "Total num output", 0)
+    status, out, _ = run_parse(capsys, "vllm", str(path), "--json")
+    row, cut = json_rows(out)
+    assert status == 0 and row["tokens_per_s"] == 1072.15
+    assert cut["error"] == (
+        f"{path}:2: the Throughput result (line 1) ends at line 2 before its "
+        "'Total num output tokens' line"
+    )
+
+
+LATENCY = """Avg latency: 1.2532 seconds
+10% percentile latency: 1.2101 seconds
+25% percentile latency: 1.2288 seconds
+50% percentile latency: 1.2503 seconds
+75% percentile latency: 1.2790 seconds
+90% percentile latency: 1.2901 seconds
+99% percentile latency: 1.3012 seconds
+"""
+
+
+def test_latency_printout_and_its_missing_percentiles(tmp_path: Path) -> None:
+    (row,) = parse_vllm(LATENCY, "lat.txt")
+    assert row.time_us == pytest.approx(1.2532e6) and row.time_us_p99 == pytest.approx(1.3012e6)
+    cut = parse_vllm(LATENCY[: LATENCY.index("90%")], "lat.txt")
+    assert [r.status for r in cut] == ["ok", "error"]
+    assert cut[1].error == (
+        "lat.txt:5: the latency result (line 1) ends at line 5 before its 90%, 99% percentile lines"
+    )
+
+
+def test_json_infinity_becomes_null_with_a_note(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "serve.json"
+    # What json.dump writes for vLLM's request_rate=inf
+    path.write_text('{"completed": 5, "output_throughput": 99.5, "request_rate": Infinity}\n')
+    status, out, _ = run_parse(capsys, "vllm", str(path), "--json")
+    (row,) = json_rows(out)
+    assert status == 0 and row["extra"]["request_rate"] is None
+    assert row["extra"]["notes"] == [
+        "request_rate was inf in the file (vLLM's 'no rate limit': every request sent at once); "
+        "stored as null"
+    ]
+
+
+def test_json_cut_off_is_a_parse_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "lat.json"
+    path.write_text('{\n    "avg_latency": 1.25,\n    "latencies": [1.2, 1.2')
+    status, out, err = run_parse(capsys, "vllm", str(path))
+    assert status == 2 and "error:" not in out
+    assert err.startswith(f"gpulane: error: {path}:3: not valid JSON (")
+    assert err.rstrip().endswith("the file is cut off")
+
+
+def test_json_over_the_limit(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gpulane.inference import vllm_import
+
+    monkeypatch.setattr(vllm_import, "JSON_LIMIT", 64)
+    path = tmp_path / "big.json"
+    path.write_text(json.dumps({"avg_latency": 1.0, "latencies": [1.0] * 50}, indent=4))
+    status, _, err = run_parse(capsys, "vllm", str(path))
+    assert status == 2
+    assert err == (
+        f"gpulane: error: {path}: more than 0 MiB of JSON: too large for a vLLM benchmark "
+        "result (gpulane reads those whole)\n"
+    )
+
+
+def test_utf16_printout(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "serving.txt"
+    path.write_bytes(text(SERVING).encode("utf-16"))
+    status, out, _ = run_parse(capsys, "vllm", str(path), "--json")
+    assert status == 0 and json_rows(out)[0]["tokens_per_s"] == 382.89

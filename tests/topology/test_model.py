@@ -11,7 +11,7 @@ import pytest
 
 from gpulane.errors import InputError
 from gpulane.topology.build import Inputs, build
-from gpulane.topology.command import _parser, from_files
+from gpulane.topology.files import CaptureFiles, from_files
 from gpulane.topology.lspci import parse_lspci_tree, parse_lspci_verbose
 from gpulane.topology.model import Topology, as_topology
 from gpulane.topology.topo_matrix import parse_topo_matrix
@@ -21,15 +21,15 @@ from tests.topology.helpers import H200, LSPCI, OLD_SOC, TOPO, text
 
 def h200x2() -> Topology:
     """Every capture of the 2x H200 box, as `gpulane topo --json` reads them."""
-    argv = [
-        *("--topo-file", str(fixture_path(f"{H200}/topo-m.txt"))),
-        *("--smi-q-file", str(fixture_path(f"{H200}/nvidia-smi-q.txt"))),
-        *("--nvlink-file", str(fixture_path(f"{H200}/nvlink-s.txt"))),
-        *("--sysfs-file", str(fixture_path(f"{H200}/sysfs-pci.txt"))),
-    ]
-    for mode in "rwnap":
-        argv += ["--p2p-file", str(fixture_path(f"{H200}/topo-p2p-{mode}.txt"))]
-    return from_files(_parser().parse_args(argv))
+    return from_files(
+        CaptureFiles(
+            topo_file=str(fixture_path(f"{H200}/topo-m.txt")),
+            smi_q_file=str(fixture_path(f"{H200}/nvidia-smi-q.txt")),
+            nvlink_file=str(fixture_path(f"{H200}/nvlink-s.txt")),
+            sysfs_file=str(fixture_path(f"{H200}/sysfs-pci.txt")),
+            p2p_file=[str(fixture_path(f"{H200}/topo-p2p-{m}.txt")) for m in "rwnap"],
+        )
+    )
 
 
 def round_trip(topo: Topology) -> None:

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from gpulane.topology.bandwidth import LineRate
-from gpulane.transfers.importers import parse_p2p
+from gpulane.transfers.importers.p2p import parse_p2p
 from gpulane.transfers.matrices import aggregate_table, host_table, p2p_matrices
 from gpulane.transfers.plot import plot_bandwidth
 from gpulane.transfers.points import Point, aggregate_row, to_row
@@ -65,15 +65,24 @@ def test_p2p_matrices_round_trip_through_the_importer() -> None:
     assert "P2P=Enabled Latency (P2P Writes) Matrix (us)" in text
     assert "GPU0 -> GPU1: 394.00 GB/s of NV18 478.12 GB/s = 0.82" in text
     back = parse_p2p(text, "own.txt")
-    on = [r for r in back if r.peer_access and not r.bidirectional and r.algbw_gbps]
+    # The text states no peer access per pair: enabled rows say unknown (None).
+    ok = [r for r in back if r.status == "ok"]
+    on = [r for r in ok if r.extra["p2p_requested"] and not r.bidirectional and r.algbw_gbps]
     assert {(r.src, r.dst): r.algbw_gbps for r in on} == {
         ("GPU0", "GPU1"): 394.0,
         ("GPU1", "GPU0"): 394.0,
     }
-    bi = [r for r in back if r.bidirectional and r.peer_access]
-    assert bi[0].algbw_gbps == pytest.approx(391.5, abs=0.01)  # sum printed, halved back
-    lat = [r for r in back if r.extra.get("test") == "latency" and not r.peer_access]
+    assert {r.peer_access for r in on} == {None}
+    bi = [r for r in ok if r.bidirectional and r.extra["p2p_requested"]]
+    assert bi[0].algbw_gbps == pytest.approx(783.0, abs=0.01)  # the printed sum
+    assert bi[0].extra["per_direction_gbps"] == pytest.approx(391.5, abs=0.01)
+    lat = [r for r in ok if r.extra.get("test") == "latency" and r.peer_access is False]
     assert {r.time_us for r in lat} == {16.6}
+    # gpulane copy prints GPU-timed latency only; the tool's CPU-timed matrices are missing.
+    (missing,) = [r for r in back if r.status == "error"]
+    assert "missing: the CPU-timer matrix of 'P2P=Disabled Latency Matrix (us)'" in (
+        missing.error or ""
+    )
 
 
 def test_aggregate_table() -> None:

@@ -65,7 +65,7 @@ def rendezvous(
 
 def _capture_topology(run_dir: Path, host: str) -> subprocess.Popen[bytes] | None:
     """``gpulane topo --json`` of this node into topology/<host>.json (in the background)."""
-    if importlib.util.find_spec("gpulane.topology.command") is None:
+    if importlib.util.find_spec("gpulane.commands.topo") is None:
         return None
     d = run_dir / TOPOLOGY_DIR
     d.mkdir(parents=True, exist_ok=True)

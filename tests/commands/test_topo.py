@@ -178,3 +178,73 @@ def test_utf16_windows_capture(tmp_path: Path) -> None:
     )
     data = json.loads(run("--topo-file", str(p), "--json").stdout)
     assert {(x["a"], x["b"]): x["label"] for x in data["pairs"]}[("GPU1", "GPU3")] == "NV1"
+
+
+def _pasted(tmp_path: Path, prompts: bool) -> Path:
+    """topo -m followed by topo -p2p r and n, pasted into one file as users do."""
+    parts = [text_of(f"{H}/topo-m.txt")]
+    for mode in "rn":
+        if prompts:
+            parts.append(f"$ nvidia-smi topo -p2p {mode}\n")
+        parts.append(text_of(f"{H}/topo-p2p-{mode}.txt"))
+    path = tmp_path / "pasted.txt"
+    path.write_text("$ nvidia-smi topo -m\n" + "\n".join(parts) if prompts else "\n".join(parts))
+    return path
+
+
+def text_of(name: str) -> str:
+    return Path(f(name)).read_text()
+
+
+def test_topo_m_and_p2p_pasted_in_one_file(tmp_path: Path) -> None:
+    proc = run("--topo-file", str(_pasted(tmp_path, prompts=True)), "--json")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    (pair,) = data["pairs"]
+    assert pair["label"] == "NV18" and pair["p2p"] == {"read": "OK", "nvlink": "OK"}
+    assert data["gpus"][0]["cpu_affinity"] == "0-31"
+
+
+def test_pasted_p2p_without_its_mode_is_refused(tmp_path: Path) -> None:
+    path = _pasted(tmp_path, prompts=False)
+    proc = run("--topo-file", str(path), "--json")
+    assert proc.returncode == 2
+    assert proc.stderr == (
+        f"gpulane: error: {path}: line 15: cannot tell which nvidia-smi topo -p2p mode this "
+        "matrix is: pass the file as --p2p-file MODE=FILE (MODE r, w, n, a or p), name it "
+        "after its mode (topo-p2p-r.txt), or keep the command line (nvidia-smi topo -p2p r) "
+        "above each matrix\n"
+    )
+
+
+def test_p2p_file_without_a_mode_is_refused(tmp_path: Path) -> None:
+    """Once silently 'mode0', which accept's p2p_ok rule then skipped."""
+    path = tmp_path / "p2p.txt"
+    path.write_text(text_of(f"{H}/topo-p2p-r.txt"))
+    proc = run("--topo-file", f(f"{H}/topo-m.txt"), "--p2p-file", str(path))
+    assert proc.returncode == 2
+    assert proc.stderr.startswith(f"gpulane: error: {path}: line 1: cannot tell which ")
+    assert len(proc.stderr.splitlines()) == 1
+    ok = run("--topo-file", f(f"{H}/topo-m.txt"), "--p2p-file", f"r={path}", "--json")
+    assert json.loads(ok.stdout)["pairs"][0]["p2p"] == {"read": "OK"}
+
+
+def test_p2p_file_with_several_modes(tmp_path: Path) -> None:
+    path = tmp_path / "p2p-all.txt"
+    path.write_text("".join(
+        f"nvidia-smi topo -p2p {m}\n" + text_of(f"{H}/topo-p2p-{m}.txt") for m in "rwnap"
+    ))  # fmt: skip
+    data = json.loads(
+        run("--topo-file", f(f"{H}/topo-m.txt"), "--p2p-file", str(path), "--json").stdout
+    )
+    assert data["pairs"][0]["p2p"] == {
+        "read": "OK", "write": "OK", "nvlink": "OK", "atomics": "OK", "pcie": "NS",
+    }  # fmt: skip
+
+
+def test_nic_pairs_are_kept() -> None:
+    proc = run("--topo-file", f("public/topo/xst_4xA10_sys_nic_legend.txt"), "--json")
+    pairs = {(p["a"], p["b"]): p for p in json.loads(proc.stdout)["pairs"]}
+    assert pairs[("NIC0", "NIC1")]["label"] == "PIX" and pairs[("NIC0", "NIC1")]["kind"] == "pix"
+    assert pairs[("GPU0", "NIC1")]["label"] == "SYS"
+    assert len(pairs) == 15  # 6 devices: every pair, NIC-NIC included

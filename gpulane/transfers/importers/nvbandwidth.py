@@ -1,0 +1,349 @@
+"""`gpulane parse nvbandwidth FILE...`: nvbandwidth's testcase matrices as copy rows.
+
+Every row keeps its testcase (``extra.test``, e.g. ``device_to_device_memcpy_read_ce``),
+the matrix title as printed (``extra.title``), the copy engine (``extra.engine``: CE or
+SM) and the ``SUM`` nvbandwidth printed under the matrix (``extra.sum_gbps``); the
+printout shows each testcase's matrix as the tool prints it. nvbandwidth prints the
+measured direction's bandwidth, also for bidirectional testcases (the other direction is
+the interference); newer versions add ``Read1``/``Read2``/``Total`` matrices, kept apart
+by ``extra.matrix``.
+
+Lines are read one at a time; a matrix's rows are given out when its ``SUM`` line
+arrives (at most one matrix is held). A file that ends inside a matrix, before its SUM
+line, or right after a ``Running`` line gets an error row naming the line. A cut that
+falls exactly between two testcases cannot be seen: nvbandwidth announces no list of
+testcases and prints no closing line.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpulane.errors import ParseError
+from gpulane.record import Row
+from gpulane.transfers.importers.common import (
+    Line,
+    cell_value,
+    copy_row,
+    default_build,
+    error_row,
+    file_lines,
+    say,
+    say_error,
+    text_lines,
+)
+
+WHAT = "nvbandwidth (every testcase's matrix; CE and SM copies)"
+OPTIONS: dict[str, str] = {}
+BACKEND = "nvbandwidth"
+
+_RUNNING = re.compile(r"^\s*Running\s+(\S+?)\.?\s*$")
+_STATUS = re.compile(r"^\s*(Waived|Error|ERROR|WAIVED)\s*:\s*(.*)$")
+_TITLE = re.compile(r"^\s*(.*?\S)\s*\((GB/s|ns|us)\)\s*$")
+_SUM = re.compile(r"^\s*(?:SUM|&&&& PERF)\s+(\S+)\s+(\S+?)(?:GB/s|ns|us)?\s*$")
+_COLUMNS = re.compile(r"^\s*(\d+(?:\s+\d+)*)\s*$")
+_DEVICE = re.compile(r"^\s*Device\s+(\d+):\s*(.+?)(?:\s+\(([0-9a-fA-F:.]+)\))?\s*$")
+_VERSIONS = {
+    "nvbandwidth Version:": "nvbandwidth",
+    "CUDA Runtime Version:": "cuda_runtime",
+    "CUDA Driver Version:": "cuda_driver",
+    "Driver Version:": "driver",
+}
+
+
+def direction(test: str, title: str) -> tuple[str, bool, str] | None:
+    """(op, bidirectional, orientation) of a testcase; None when it is not one gpulane knows.
+
+    orientation says how a cell (row r, column c) maps to src -> dst: ``host-col`` (host and
+    GPU c), ``row-col`` (GPU r -> GPU c), ``col-row`` (GPU c -> GPU r), ``all-col`` (every
+    GPU -> GPU c), ``col-all`` (GPU c -> every GPU), ``local-col`` (within GPU c).
+    """
+    name = test.lower()
+    bidir = "bidirectional" in name
+    if name.startswith(("host_to_device", "host_to_all", "host_device_latency")):
+        return "h2d", bidir, "host-col"
+    if name.startswith(("device_to_host", "all_to_host")):
+        return "d2h", bidir, "host-col"
+    if name.startswith("all_to_one"):
+        return "p2p", bidir, "all-col"
+    if name.startswith("one_to_all"):
+        return "p2p", bidir, "col-all"
+    if name.startswith("device_local_copy"):
+        return "d2d", False, "local-col"
+    if name.startswith("device_to_device"):
+        arrow = re.search(r"GPU\(row\)\s*(<->|->|<-)\s*GPU\(column\)", title)
+        if arrow and arrow.group(1) == "<-":
+            return "p2p", bidir, "col-row"
+        return "p2p", bidir, "row-col"
+    return None
+
+
+@dataclass
+class _Matrix:
+    test: str
+    title: str
+    unit: str
+    line: int
+    cols: list[int] = field(default_factory=list)
+    rows_read: int = 0
+    ended: bool = False  # the blank line after the rows came
+    held: list[Row] = field(default_factory=list)
+
+    @property
+    def expected_rows(self) -> int:
+        return len(self.cols) if "GPU(row)" in self.title else 1
+
+
+class _State:
+    def __init__(self, source: str, run_id: str, build: str) -> None:
+        self.source, self.run_id, self.build = source, run_id, build
+        self.models: dict[int, str] = {}
+        self.versions: dict[str, str] = {}
+        self.test: str | None = None
+        self.matrices = 0  # matrices of the current testcase
+        self.matrix: _Matrix | None = None
+        self.tests = 0  # testcases announced (Running, or a status line)
+
+    def cut(self, line: int, what: str, test: str | None = None) -> Row:
+        test = test or self.test
+        extra = {"test": test} if test else {}
+        return error_row(self.run_id, BACKEND, self.source, self.build, line, what, **extra)
+
+    def rows_of(self, m: _Matrix, number: int, r: int, cells: list[str]) -> list[Row]:
+        how = direction(m.test, m.title)
+        if how is None:
+            return []
+        op, bidir, orient = how
+        out = []
+        for c, cell in zip(m.cols, cells, strict=True):
+            value = cell_value(cell, self.source, number)
+            if value is None:
+                continue
+            src, dst = {
+                "host-col": ("host", f"GPU{c}") if op == "h2d" else (f"GPU{c}", "host"),
+                "row-col": (f"GPU{r}", f"GPU{c}"),
+                "col-row": (f"GPU{c}", f"GPU{r}"),
+                "all-col": ("all", f"GPU{c}"),
+                "col-all": (f"GPU{c}", "all"),
+                "local-col": (f"GPU{c}", f"GPU{c}"),
+            }[orient]
+            engine = re.search(r"\b(CE|SM)\b", m.title)
+            part = re.search(r"\b(Read1|Read2|Write1|Write2|Total)\b", m.title)
+            extra: dict[str, Any] = {
+                "test": m.test,
+                "title": m.title,
+                "engine": engine.group(1) if engine else None,
+                "row": r,
+                "col": c,
+                "line": number,
+            }
+            if part:
+                extra["matrix"] = part.group(1)
+            if m.test.lower().startswith(("host_to_all", "all_to_host")):
+                extra["concurrent"] = "all"
+            gpu = int(dst[3:]) if dst.startswith("GPU") else c
+            if gpu in self.models:
+                extra["gpu_model"] = self.models[gpu]
+            fields: dict[str, Any] = {}
+            if m.unit == "GB/s":
+                fields["algbw_gbps"] = value
+            else:
+                fields["time_us"] = value / 1000 if m.unit == "ns" else value
+                extra["test_kind"] = "latency"
+                extra["printed_latency"] = value
+                extra["unit"] = m.unit
+            out.append(
+                copy_row(
+                    self.run_id, BACKEND, self.source, self.build, op=op, src=src, dst=dst,
+                    memory="device" if op in ("p2p", "d2d") else "pinned",
+                    peer_access=True if op == "p2p" else None, bidirectional=bidir,
+                    world_size=len(self.models) or None, versions=dict(self.versions),
+                    extra=extra, **fields,
+                )
+            )  # fmt: skip
+        return out
+
+    def unfinished(self, line: int, context: str) -> Iterator[Row]:
+        """The open matrix's rows, and an error row for what it still lacked, when the
+        output stops or the next testcase starts."""
+        m, test = self.matrix, self.test
+        self.matrix = None
+        if m is not None:
+            yield from m.held
+            if not m.cols:
+                what = f"before the column numbers of '{m.title}'"
+            elif m.rows_read < m.expected_rows:
+                what = f"after {m.rows_read} of {m.expected_rows} rows of '{m.title}'"
+            else:
+                what = f"before the SUM line of '{m.title}'"
+            yield self.cut(line, f"testcase {m.test}: {context} {what}", m.test)
+        elif test is not None and self.matrices == 0:
+            yield self.cut(line, f"testcase {test}: {context} before its matrix", test)
+
+
+def rows_from_lines(
+    lines: Iterable[Line], source: str, run_id: str = "import", build: str | None = None
+) -> Iterator[Row]:
+    """Rows of one nvbandwidth printout; :class:`ParseError` when it is not one."""
+    st = _State(source, run_id, build or default_build(source))
+    last = 0
+    cut: tuple[int, str] | None = None
+    for number, raw, ended in lines:
+        last = number
+        line = raw.strip()
+        if line and not ended:
+            # The last line of a cut file: nothing on it can be trusted.
+            cut = (number, line)
+            break
+        m = st.matrix
+        if m is not None and not m.ended:
+            parts = line.split()
+            if not m.cols:
+                if not _COLUMNS.match(line):
+                    raise ParseError(
+                        "expected a row of column numbers under the title", source, number
+                    )
+                m.cols = [int(c) for c in parts]
+                continue
+            if parts and parts[0].isdigit():
+                if len(parts) != len(m.cols) + 1:
+                    raise ParseError(
+                        f"matrix row has {len(parts) - 1} values for {len(m.cols)} columns",
+                        source,
+                        number,
+                    )
+                m.held += st.rows_of(m, number, int(parts[0]), parts[1:])
+                m.rows_read += 1
+                continue
+            m.ended = True
+        if not line:
+            continue
+        if s := _SUM.match(line):
+            if m is not None and (s.group(1) == m.test or s.group(1).startswith(m.test + "_")):
+                total = cell_value(s.group(2), source, number)
+                for row in m.held:
+                    if row.status == "ok":
+                        row.extra["sum_gbps" if m.unit == "GB/s" else "sum"] = total
+                        row.extra["sum_key"] = s.group(1)
+                yield from m.held
+                st.matrix = None
+            continue
+        if r := _RUNNING.match(line):
+            yield from st.unfinished(number, f"the next testcase starts at line {number}")
+            st.test, st.matrices = r.group(1), 0
+            st.tests += 1
+            continue
+        if t := _STATUS.match(line):
+            # After "Running X." and before X's matrix, the status is X's; nvbandwidth
+            # prints a waived testcase's status without naming it.
+            named = st.test if st.matrices == 0 and st.matrix is None else None
+            if st.matrix is not None:
+                yield from st.unfinished(
+                    number, f"nvbandwidth reported {t.group(1)} at line {number}"
+                )
+            what = f"testcase {named}" if named else "a testcase (the output does not name it)"
+            yield error_row(
+                st.run_id, BACKEND, source, st.build, number,
+                f"nvbandwidth did not run {what}: {t.group(1)}: {t.group(2) or 'no reason given'}",
+                event=t.group(1).lower(), **({"test": named} if named else {}),
+            )  # fmt: skip
+            st.test = None
+            st.tests += 1
+            continue
+        if (t := _TITLE.match(line)) and st.test is not None:
+            if st.matrix is not None:
+                yield from st.unfinished(number, f"another matrix starts at line {number}")
+            st.matrix = _Matrix(st.test, line, t.group(2), number)
+            st.matrices += 1
+            if direction(st.test, line) is None:
+                st.matrix.held.append(
+                    st.cut(number, f"testcase {st.test}: gpulane does not know what it copies "
+                           "where; its matrix is not imported", st.test)
+                )  # fmt: skip
+            continue
+        for prefix, key in _VERSIONS.items():
+            if line.startswith(prefix):
+                st.versions[key] = line[len(prefix) :].strip()
+                break
+        else:
+            if d := _DEVICE.match(line):
+                st.models[int(d.group(1))] = d.group(2)
+    if not st.tests:
+        raise ParseError("no nvbandwidth testcase found", source, last or None)
+    if cut is None:
+        yield from st.unfinished(last, f"the output ends at line {last}")
+        return
+    number, text = cut
+    reported = False
+    for row in st.unfinished(number, f"the file ends inside line {number} ({text[:60]!r})"):
+        reported = reported or row.status == "error"
+        yield row
+    if not reported:
+        yield st.cut(number, f"the file ends inside line {number} ({text[:60]!r}): cut off")
+
+
+def stream_rows(
+    path: str, *, run_id: str | None, build: str | None, **options: str | None
+) -> Iterator[Row]:
+    """The importer contract (gpulane.session.imports): rows of one file, as they are read."""
+    return rows_from_lines(file_lines(path), str(path), run_id or "import", build)
+
+
+def parse_nvbandwidth(text: str, source: str = "<text>", run_id: str = "import") -> list[Row]:
+    """Rows of nvbandwidth output already in memory."""
+    return list(rows_from_lines(text_lines(text), source, run_id))
+
+
+def _cell(row: Row) -> str:
+    extra = row.extra or {}
+    value = extra.get("printed_latency", row.algbw_gbps)
+    return "N/A" if value is None else f"{value:.2f}"
+
+
+def _print_matrix(console: Any, rows: list[Row]) -> None:
+    extra = rows[0].extra or {}
+    say(console, str(extra.get("title")))
+    cells = {(r.extra["row"], r.extra["col"]): _cell(r) for r in rows}
+    cols = sorted({c for _, c in cells})
+    row_ids = sorted({r for r, _ in cells})
+    if "GPU(row)" in str(extra.get("title")):  # square: the diagonal prints N/A
+        cols = row_ids = sorted(set(cols) | set(row_ids))
+    say(console, "  " + "".join(f"{c:>10}" for c in cols))
+    for r in row_ids:
+        say(console, f"{r:>2}" + "".join(f"{cells.get((r, c), 'N/A'):>10}" for c in cols))
+    say(console, "")
+    total = extra.get("sum_gbps", extra.get("sum"))
+    if total is not None:
+        say(console, f"SUM {extra.get('sum_key')} {total:.2f}")
+
+
+def render(rows: Iterable[Row], console: Any) -> None:
+    """Each testcase as nvbandwidth prints it: ``Running <testcase>.``, the matrix title,
+    the matrix and its SUM line; error rows in red."""
+    source = test = None
+    group: list[Row] = []
+    for row in rows:
+        extra = row.extra or {}
+        if group and (row.source, extra.get("test"), extra.get("title")) != (
+            group[0].source, (group[0].extra or {}).get("test"), (group[0].extra or {}).get("title"),
+        ):  # fmt: skip
+            _print_matrix(console, group)
+            group = []
+        if row.source != source:
+            source, test = row.source, None
+            say(console, f"{source}", style="bold")
+        if extra.get("test") != test and extra.get("test"):
+            test = extra.get("test")
+            say(console, f"Running {test}.")
+        if row.status == "error" and "row" not in extra:
+            if group:
+                _print_matrix(console, group)
+                group = []
+            say_error(console, row)
+            continue
+        group.append(row)
+    if group:
+        _print_matrix(console, group)
