@@ -115,8 +115,12 @@ def _pairs(info: NcclInfo) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """GPU pairs on one host (P2P, SHM) and each GPU's network connections."""
     pairs: dict[tuple[str | None, str, str], dict[str, Any]] = {}
     net: dict[tuple[str | None, str, str], dict[str, Any]] = {}
+    # On one host a network connection is a pair too (NCCL_P2P_DISABLE + NCCL_SHM_DISABLE).
+    one_host = len({link.host for link in info.links}) <= 1 and all(
+        c.nnodes in (None, 1) for c in info.communicators
+    )
     for link in info.links:
-        if link.kind == "NET" or link.kind == "CollNet":
+        if link.kind in ("NET", "CollNet") and not one_host:
             # A [send] line is logged by the sender, a [receive] line by the receiver.
             local = link.dst_gpu if link.direction == "receive" else link.src_gpu
             gpu = local or f"rank{link.dst if link.direction == 'receive' else link.src}"
@@ -194,6 +198,8 @@ def summary(info: NcclInfo, source: str = "") -> dict[str, Any]:
         "network": info.networks[0] if info.networks else None,
         "net_devices": info.net_devices or None,
         "gdr": info.ring_gdr,
+        "gdr_disabled": [g for g in info.gdr if not g["enabled"]][:8] or None,
+        "no_device": info.no_device or None,
         "communicators": len(info.communicators),
         "source": source or None,
     }
