@@ -116,7 +116,6 @@ class CheckSpec:
 MISSING = {
     "topology": "no topology (accept topology=FILE from `gpulane topo --json`)",
     "baseline": "no baseline given (accept --baseline RUN)",
-    "doctor": "no doctor findings (accept doctor=true, or run gpulane doctor)",
 }
 
 
