@@ -47,7 +47,8 @@ def check_nccl_transport(rule_id: str, rule: Mapping[str, Any], ctx: Context) ->
 
 def _run_checks(rule_id: str, rec: Mapping[str, Any], ctx: Context) -> list[Check]:
     nccl: dict[str, Any] = rec["extra"]["nccl"]
-    env = rec.get("env") if isinstance(rec.get("env"), dict) else {}
+    raw_env = rec.get("env")
+    env: dict[str, Any] = raw_env if isinstance(raw_env, dict) else {}
     multi_host = len({p.get("host") for p in nccl.get("pairs") or []}) > 1 or bool(nccl.get("net"))
     out = []
     for pair in nccl.get("pairs") or []:
@@ -123,22 +124,31 @@ def _pair_check(
             return Check(rule_id, SKIP, "topology", subject, f"{label}: NCCL used {used}; {words}")
         if not ok:
             return Check(
-                rule_id, PASS, "topology", subject,
+                rule_id,
+                PASS,
+                "topology",
+                subject,
                 f"{label}: NCCL used {used}; P2P is not available here ({words})",
-            )  # fmt: skip
+            )
         want = f"P2P over PCIe ({words})"
     else:
         return Check(
-            rule_id, PASS, "topology", subject,
+            rule_id,
+            PASS,
+            "topology",
+            subject,
             f"{label}: NCCL used {used} (no P2P expected across {label})",
-        )  # fmt: skip
+        )
     if on_p2p:
         return Check(rule_id, PASS, "topology", subject, f"{label}: NCCL used {used}")
     cause = p2p_cause(env, nccl, topo_pair, ctx)
     return Check(
-        rule_id, FAIL, "topology", subject,
+        rule_id,
+        FAIL,
+        "topology",
+        subject,
         f"{label}: NCCL used {used}, not {want}; likely cause: {cause}",
-    )  # fmt: skip
+    )
 
 
 def p2p_cause(
@@ -193,18 +203,24 @@ def _net_check(
         else:
             cause = "no RDMA network plugin or device NCCL could use"
         return Check(
-            rule_id, FAIL, "topology", subject,
+            rule_id,
+            FAIL,
+            "topology",
+            subject,
             f"NET: NCCL used NET/Socket between nodes, not InfiniBand/RoCE; likely cause: {cause}",
-        )  # fmt: skip
+        )
     nic_path = _nic_path(ctx.topology, str(net.get("gpu")))
     gdr = "GDRDMA" in used
     if nic_path in GDR_PATHS and not gdr:
         cause = gdr_cause(seen, nccl, ctx)
         return Check(
-            rule_id, FAIL, "topology", subject,
+            rule_id,
+            FAIL,
+            "topology",
+            subject,
             f"NET: NCCL used {used} without GPUDirect RDMA although the NIC is {nic_path} "
             f"from the GPU; likely cause: {cause}",
-        )  # fmt: skip
+        )
     where = f" (NIC {nic_path} from the GPU)" if nic_path else ""
     return Check(rule_id, PASS, "topology", subject, f"NET: NCCL used {used}{where}")
 
@@ -217,9 +233,8 @@ def _nic_path(topo: Topology | None, gpu_name: str) -> str | None:
     labels = [
         p.label
         for p in topo.pairs
-        if p.label and gpu.name in (p.a, p.b) and ({p.a, p.b} & nics)
-        and (p.label in PCIE_LABELS)
-    ]  # fmt: skip
+        if p.label and gpu.name in (p.a, p.b) and ({p.a, p.b} & nics) and (p.label in PCIE_LABELS)
+    ]
     return best_label(labels) if labels else None
 
 
