@@ -19,6 +19,7 @@ from gpulane.launch.factory import make_launcher
 from gpulane.rank import RankInfo, discover, make_context, shared_run_id
 from gpulane.rundir import (
     CONFIG_FILE,
+    NoteTail,
     RunDir,
     make_run_dir,
     nccl_capture_env,
@@ -173,7 +174,11 @@ def in_process(cfg: SweepConfig, info: RankInfo) -> int:
         f"# gpulane sweep: rank 0 of {info.world_size} ({info.launcher}), run {run.run_id}"
     )
 
+    notes = NoteTail(run.path)
+
     def show(row: Any) -> None:
+        for line in notes.read():  # the rank's own notes (# transport: ...) above its rows
+            session.display.print(line)
         for line in session.view.add(row.to_dict()):
             session.display.print(line)
 

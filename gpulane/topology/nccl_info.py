@@ -27,6 +27,7 @@ lines it cannot read are counted, never raised. Prefixes that launchers and logg
 
 from __future__ import annotations
 
+import copy
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -507,8 +508,9 @@ class _Reader:
                     key = f"n{comm.nranks}#{n}"
                 target = merged.get(key)
                 if target is None:
-                    merged[key] = comm
-                    comm.key = key
+                    # A copy: the reader's own stay as read, so it can go on (and merge again).
+                    merged[key] = copy.deepcopy(comm)
+                    merged[key].key = key
                 else:
                     _merge(target, comm)
         self.info.communicators = list(merged.values())
@@ -546,6 +548,29 @@ def _float(text: str) -> float | None:
 def parse_nccl_info(text: str) -> NcclInfo:
     """Everything NCCL's INFO lines in ``text`` say; empty (never an error) when none."""
     return parse_nccl_texts([text])
+
+
+class NcclLineReader:
+    """NCCL's lines fed one at a time (an importer streaming a log): :meth:`info` says what
+    they hold so far, as often as asked.
+
+    ``reader = NcclLineReader(); for line in lines: reader.feed(line)``; then
+    ``reader.info()`` (or ``summary(reader.info())`` for a row's ``extra.nccl``)."""
+
+    def __init__(self) -> None:
+        self._info = NcclInfo()
+        self._reader = _Reader(self._info)
+
+    def feed(self, line: str) -> None:
+        self._reader.line(line)
+
+    @property
+    def nccl_lines(self) -> int:
+        return self._info.nccl_lines
+
+    def info(self) -> NcclInfo:
+        self._reader.finish()
+        return copy.copy(self._info)
 
 
 def parse_nccl_texts(texts: list[str]) -> NcclInfo:

@@ -116,8 +116,10 @@ def _pairs(info: NcclInfo) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     pairs: dict[tuple[str | None, str, str], dict[str, Any]] = {}
     net: dict[tuple[str | None, str, str], dict[str, Any]] = {}
     # On one host a network connection is a pair too (NCCL_P2P_DISABLE + NCCL_SHM_DISABLE).
-    one_host = len({link.host for link in info.links}) <= 1 and all(
-        c.nnodes in (None, 1) for c in info.communicators
+    one_host = (
+        len({link.host for link in info.links}) <= 1
+        and all(c.nnodes in (None, 1) for c in info.communicators)
+        and not _gpu_shared_by_ranks(info)
     )
     for link in info.links:
         if link.kind in ("NET", "CollNet") and not one_host:
@@ -169,6 +171,17 @@ def _pairs(info: NcclInfo) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         for e in net.values()
     ][:MAX_PAIRS]
     return out_pairs, out_net
+
+
+def _gpu_shared_by_ranks(info: NcclInfo) -> bool:
+    """Two ranks on one GPU: the lines come from several hosts that share a name (a log
+    whose host names were replaced), so "one host" cannot be told from them."""
+    owner: dict[str, int] = {}
+    for link in info.links:
+        for rank, gpu in ((link.src, link.src_gpu), (link.dst, link.dst_gpu)):
+            if gpu is not None and owner.setdefault(gpu, rank) != rank:
+                return True
+    return False
 
 
 def _gpu_order(name: str) -> tuple[int, str]:

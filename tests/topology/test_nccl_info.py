@@ -195,3 +195,18 @@ def test_damaged_lines_never_raise(line: str, copies: int):
     s = summary(info)
     assert isinstance(s["pairs"], list)
     describe(s, "NV18")
+
+
+def test_lines_fed_one_at_a_time_as_an_importer_streams_them():
+    from gpulane.topology.nccl_info import NcclLineReader
+
+    reader = NcclLineReader()
+    lines = fixture("nccl1189_2node_2xH20_alltoall_cumem_ib_gdrdma_EXCERPTS.txt").splitlines()
+    for line in lines[:30]:
+        reader.feed(line)
+    assert reader.info().label() == "NET/IB/GDRDMA"
+    for line in lines[30:]:
+        reader.feed(line)
+    # Asking twice merges nothing twice.
+    assert reader.info().label() == reader.info().label() == "P2P/CUMEM+NET/IB/GDRDMA"
+    assert len(reader.info().links) == len(parse_nccl_info("\n".join(lines)).links)

@@ -55,7 +55,7 @@ def accept(cfg: AcceptConfig) -> int:
         worst = outcome.findings[0]
         print(
             f"# doctor: {len(outcome.findings)} finding(s), first: [{worst['severity']}] "
-            f"{worst['title']} (accept.json \"findings\")"
+            f'{worst["title"]} (accept.json "findings")'
         )
     for name, path in outcome.files.items():
         print(f"# {name}: {path}")
