@@ -133,7 +133,8 @@ def nccl_capture_env(run_path: Path, env: dict[str, str]) -> dict[str, str]:
         logs = run_path.resolve() / NCCL_LOG_DIR
         # NCCL falls back to stdout when it cannot open the file: make the folder now.
         logs.mkdir(parents=True, exist_ok=True)
-        out["NCCL_DEBUG_FILE"] = str(logs / "nccl-%h-%p.log")
+        # NCCL expands %h and %p and reads %% as %: a % of the path itself is doubled.
+        out["NCCL_DEBUG_FILE"] = str(logs).replace("%", "%%") + "/nccl-%h-%p.log"
     # The rows' `env` (record.shaping_env) leaves these out: the user did not choose them.
     out[GPULANE_SET_ENV] = ",".join(sorted(out))
     return out
