@@ -26,6 +26,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "tokens": ("gpulane.commands.tokens:main", "TP/PP decode and prefill token rates"),
     "advise": ("gpulane.commands.advise:main", "TP vs PP recommendation"),
     "topo": ("gpulane.commands.topo:main", "GPU/NIC topology, path labels, PCIe links"),
+    "doctor": ("gpulane.commands.doctor:main", "why is a path slow: ranked findings and fixes"),
     "parse": ("gpulane.commands.parse:main", "import nccl-tests, bandwidthTest, vLLM output"),
     "results": ("gpulane.commands.results:main", "list and filter stored rows"),
     "compare": ("gpulane.commands.compare:main", "compare builds or runs side by side"),

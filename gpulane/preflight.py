@@ -25,8 +25,27 @@ def rank_facts(
         "pid": os.getpid(),
         "device": device,
         "gpus_visible": gpus_visible,
+        # Where the rank may run: `gpulane doctor --run` holds it against the GPU's NUMA node.
+        "cpus": cpu_list(sorted(os.sched_getaffinity(0)))
+        if hasattr(os, "sched_getaffinity")
+        else None,
+        "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
         **{k: versions.get(k) for k in (*SAME_EVERYWHERE, "gpu", "cuda")},
     }
+
+
+def cpu_list(cpus: list[int]) -> str:
+    """``[0, 1, 2, 3, 8]`` -> ``0-3,8`` (as the kernel and nvidia-smi write CPU lists)."""
+    parts: list[str] = []
+    start = prev = None
+    for c in [*cpus, None]:
+        if c is not None and prev is not None and c == prev + 1:
+            prev = c
+            continue
+        if start is not None:
+            parts.append(str(start) if start == prev else f"{start}-{prev}")
+        start = prev = c
+    return ",".join(parts)
 
 
 def world_problems(facts: list[dict[str, Any]], expected_world: int | None) -> list[str]:

@@ -86,6 +86,9 @@ class Row:
     comm_share: float | None = None
     # where the row came from and what shaped it
     path: str | None = None
+    # What NCCL actually used between the ranks, from its own INFO lines (P2P/CUMEM, SHM,
+    # NET/IB/GDRDMA, ... joined by "+"); details in extra["nccl"]; None when unknown.
+    transport: str | None = None
     source: str | None = None  # "measured", or the file a row was imported from
     env: dict[str, str] = field(default_factory=dict)
     versions: dict[str, str] = field(default_factory=dict)
@@ -361,13 +364,21 @@ ENV_IGNORED_PREFIXES = (
 )
 
 
+# Names the variables gpulane set for the ranks itself (NCCL_DEBUG for the transport
+# capture, rundir.nccl_capture_env): they do not shape a result the user chose.
+GPULANE_SET_ENV = "GPULANE_SET_ENV"
+
+
 def shaping_env(env: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment variables that shape a result (NCCL_*, ...), for the rows."""
+    """The environment variables that shape a result (NCCL_*, ...), for the rows; those
+    gpulane set itself (named in GPULANE_SET_ENV) are left out."""
     env = dict(os.environ) if env is None else env
+    ours = {k.strip() for k in env.get(GPULANE_SET_ENV, "").split(",") if k.strip()}
     return {
         k: v
         for k, v in sorted(env.items())
         if k.startswith(ENV_PREFIXES)
         and k not in ENV_IGNORED
+        and k not in ours
         and not k.startswith(ENV_IGNORED_PREFIXES)
     }

@@ -21,7 +21,15 @@ from omegaconf import OmegaConf
 
 from gpulane.config.common import CommonConfig, PresetConfig
 from gpulane.errors import InputError
-from gpulane.record import ROWS_JSONL, Row, RowWriter, new_run_id, read_rows, write_parquet
+from gpulane.record import (
+    GPULANE_SET_ENV,
+    ROWS_JSONL,
+    Row,
+    RowWriter,
+    new_run_id,
+    read_rows,
+    write_parquet,
+)
 
 CONFIG_FILE = "config.yaml"  # the resolved configuration every rank reads
 LOG_DIR = "logs"  # rank-N.log: each rank's own output
@@ -100,6 +108,42 @@ def run_env(cfg: CommonConfig) -> dict[str, str]:
         if not key.replace("_", "").isalnum():
             raise InputError(f"env: {key!r} is not a valid environment variable name")
     return env
+
+
+# -- NCCL's own account of a run: its INFO lines at communicator init, one file per rank --
+NCCL_LOG_DIR = "nccl"  # <run_dir>/nccl/nccl-HOST-PID.log
+# Only what the transport needs: INIT holds the connections ("via P2P/CUMEM"), channel
+# counts and the version; GRAPH the rings and search results (NCCL 2.28's names, src/debug.cc).
+NCCL_CAPTURE_SUBSYS = "INIT,GRAPH"
+
+
+def nccl_capture_env(run_path: Path, env: dict[str, str]) -> dict[str, str]:
+    """The variables that make NCCL write its init lines into ``run_path/nccl/`` (one file per
+    process, ``%h``/``%p`` expanded by NCCL), on top of ``env`` (the user's ``env.*``).
+
+    A user who set NCCL_DEBUG (in ``env.*`` or their shell) keeps their own logging: then
+    nothing is set, and the ranks read what they can (NCCL_DEBUG_FILE, rank logs)."""
+    given = {**os.environ, **env}
+    if given.get("NCCL_DEBUG"):
+        return {}
+    out = {"NCCL_DEBUG": "INFO"}
+    if not given.get("NCCL_DEBUG_SUBSYS"):
+        out["NCCL_DEBUG_SUBSYS"] = NCCL_CAPTURE_SUBSYS
+    if not given.get("NCCL_DEBUG_FILE"):
+        logs = run_path.resolve() / NCCL_LOG_DIR
+        # NCCL falls back to stdout when it cannot open the file: make the folder now.
+        logs.mkdir(parents=True, exist_ok=True)
+        # NCCL expands %h and %p and reads %% as %: a % of the path itself is doubled.
+        out["NCCL_DEBUG_FILE"] = str(logs).replace("%", "%%") + "/nccl-%h-%p.log"
+    # The rows' `env` (record.shaping_env) leaves these out: the user did not choose them.
+    out[GPULANE_SET_ENV] = ",".join(sorted(out))
+    return out
+
+
+def rank_env(run_path: Path, env: dict[str, str], nccl: bool = True) -> dict[str, str]:
+    """The environment given to a run's ranks: ``env`` and, when they may use NCCL, the
+    capture of NCCL's init lines (:func:`nccl_capture_env`)."""
+    return {**env, **nccl_capture_env(run_path, env)} if nccl else dict(env)
 
 
 def make_run_dir(cfg: CommonConfig, run_id: str | None = None) -> RunDir:

@@ -15,9 +15,10 @@ from gpulane.config.commands import SweepConfig
 from gpulane.errors import InputError
 from gpulane.launch.base import Launcher, LaunchSpec
 from gpulane.launch.local import LocalLauncher
-from gpulane.rundir import RunDir, save_config
+from gpulane.rundir import RunDir, rank_env, save_config
 from gpulane.session.run import RunSession, SessionSpec
 from gpulane.session.signals import Terminated, sigterm_as_exception, stop_words
+from gpulane.session.sweep import uses_nccl
 
 JOB = "gpulane.collectives.sweep:run_rank"
 
@@ -92,7 +93,7 @@ def start_element(plan: ElementPlan, e: Element) -> Element:
     launch = LaunchSpec(
         e.run.path,
         world,
-        plan.env,
+        rank_env(e.run.path, plan.env, uses_nccl(saved, plan.device)),
         float(saved.timeout_s),
         job=plan.job,
         run_id=e.run.run_id,

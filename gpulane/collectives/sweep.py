@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -17,6 +18,7 @@ from gpulane.errors import InputError
 from gpulane.preflight import check_world, rank_facts
 from gpulane.rank import RankContext
 from gpulane.record import Row, RowWriter, shaping_env
+from gpulane.topology.nccl_logs import NcclLogs
 
 # backend config name -> class implementing gpulane.collectives.backends.base.Backend
 BACKENDS = {
@@ -155,6 +157,20 @@ def where_ranks_run(
     return hosts, nodes, worst_path_for_gpus(list(range(len(facts))))
 
 
+# Backends whose ranks talk through NCCL (their rows carry NCCL's transport).
+NCCL_BACKENDS = ("torch-nccl", "nccl")
+
+
+def _nccl_found(nccl: NcclLogs | None, ctx: RankContext, path: str | None) -> dict[str, Any] | None:
+    """``extra.nccl`` for the next row; the transport is noted for the header once known."""
+    if nccl is None:
+        return None
+    found, note = nccl.for_row(path)
+    if note:
+        ctx.note(note)
+    return found
+
+
 def run_rank(
     cfg: SweepConfig, ctx: RankContext, on_row: Callable[[Row], None] | None = None
 ) -> None:
@@ -163,15 +179,20 @@ def run_rank(
         # synchronizes around them, so NCCL may skip its guards for captured and
         # uncaptured work of one communicator outstanding at once (a per-launch cost).
         os.environ.setdefault("NCCL_GRAPH_MIXING_SUPPORT", "0")
+    started = time.time()
     backend = make_backend(cfg, ctx)
     try:
-        _sweep(cfg, ctx, backend, on_row)
+        _sweep(cfg, ctx, backend, on_row, started)
     finally:
         backend.close()
 
 
 def _sweep(
-    cfg: SweepConfig, ctx: RankContext, backend: Backend, on_row: Callable[[Row], None] | None
+    cfg: SweepConfig,
+    ctx: RankContext,
+    backend: Backend,
+    on_row: Callable[[Row], None] | None,
+    started: float,
 ) -> None:
     plan = build_plan(cfg, backend.on_device)
     points = [p for _, p in plan.points(ctx.world_size)]
@@ -183,6 +204,10 @@ def _sweep(
     backend.reserve(points)
     preflight(backend, cfg, points)
     writer = RowWriter(ctx.run_dir) if ctx.is_leader else None
+    # What NCCL connected, from its own init lines (the communicator exists after preflight).
+    nccl = (
+        NcclLogs(ctx.run_dir, since=started) if writer and backend.name in NCCL_BACKENDS else None
+    )
     env = shaping_env()
     corrupt_rank = cfg.corrupt_rank
     skip_rank = cfg.skip_rank
@@ -210,6 +235,7 @@ def _sweep(
                 continue
             s = summarize(point, gathered)
             wrong = s.wrong or 0
+            found = _nccl_found(nccl, ctx, path)
             row = Row(
                 run_id=str(cfg.run_id),
                 kind="collective",
@@ -234,6 +260,7 @@ def _sweep(
                 busbw_gbps=s.busbw_gbps,
                 wrong=s.wrong,
                 path=path,
+                transport=found.get("transport") if found else None,
                 source="measured",
                 env=env,
                 versions=versions,
@@ -244,6 +271,7 @@ def _sweep(
                     "launcher": ctx.info.launcher,
                     "hosts": hosts,
                     **backend.row_extra(),
+                    **({"nccl": found} if found else {}),
                 },
                 status="ok" if wrong == 0 else "error",
                 error=None if wrong == 0 else f"{wrong} wrong elements",

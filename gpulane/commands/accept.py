@@ -21,6 +21,7 @@ OPTIONS = {
     "--build": "build",
     "--preset": "preset",
     "--results-dir": "results_dir",
+    "--doctor": "doctor",
 }
 _PLAIN = re.compile(r"^[A-Za-z0-9_./:@+-]+$")
 

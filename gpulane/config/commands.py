@@ -124,6 +124,7 @@ class AcceptConfig(CommonConfig):
     html: bool = True
     format: str = "table"
     suite: SuiteConfig = field(default_factory=SuiteConfig)
+    doctor: Any = "auto"  # auto, live or false (campaigns/accept/findings)
     # facts of the group, saved beside its runs
     gpus: int | None = None
     kind: str | None = None

@@ -24,9 +24,10 @@ from gpulane.launch.slurm.launcher import SlurmLauncher
 from gpulane.launch.slurm.monitor import JobRecord, Waiter
 from gpulane.launch.slurm.settings import SlurmSettings, executor_parameters, make_executor
 from gpulane.launch.slurm.task import packed_done, packed_task
-from gpulane.rundir import RunDir, make_run_dir, run_env, save_config
+from gpulane.rundir import RunDir, make_run_dir, rank_env, run_env, save_config
 from gpulane.session.run import RunSession, SessionSpec
 from gpulane.session.signals import Terminated, sigterm_as_exception, stop_words
+from gpulane.session.sweep import uses_nccl
 
 JOB = "gpulane.collectives.sweep:run_rank"
 
@@ -121,7 +122,10 @@ def _run_packed(items: list[Packed]) -> int:
             )
     first = items[0]
     paths = [Path(it.run.path).resolve() for it in items]
-    work = [(it.job, str(p), dict(it.env)) for it, p in zip(items, paths, strict=True)]
+    work = [
+        (it.job, str(p), rank_env(it.run.path, it.env, uses_nccl(it.cfg, it.device)))
+        for it, p in zip(items, paths, strict=True)
+    ]
     executor = make_executor(
         paths[0] / s.folder / "%j", executor_parameters(s, f"gpulane-{first.cfg.run_id}")
     )

@@ -17,7 +17,16 @@ from gpulane.errors import InputError, MissingComponent
 from gpulane.launch.base import Launcher, LaunchSpec
 from gpulane.launch.factory import make_launcher
 from gpulane.rank import RankInfo, discover, make_context, shared_run_id
-from gpulane.rundir import CONFIG_FILE, RunDir, make_run_dir, run_env, save_config
+from gpulane.rundir import (
+    CONFIG_FILE,
+    NoteTail,
+    RunDir,
+    make_run_dir,
+    nccl_capture_env,
+    rank_env,
+    run_env,
+    save_config,
+)
 from gpulane.session.run import RunSession, SessionSpec
 from gpulane.session.world import local_gpus
 
@@ -103,8 +112,14 @@ def launch_job(
     the configuration saved in ``run``."""
     launcher = launcher or make_launcher(cfg, device, needs_mpi=True)
     session = session_for(cfg, run, env, world, device)
-    spec = LaunchSpec(run.path, world, env, float(cfg.timeout_s), job=job, run_id=run.run_id)
+    ranks_env = rank_env(run.path, env, uses_nccl(cfg, device))
+    spec = LaunchSpec(run.path, world, ranks_env, float(cfg.timeout_s), job=job, run_id=run.run_id)
     return session.run_launch(launcher, spec)
+
+
+def uses_nccl(cfg: SweepConfig, device: str) -> bool:
+    """Whether the ranks run NCCL: then they are asked for its init lines (the transport)."""
+    return device != "cpu" and str(cfg.backend.name) in ("torch", "nccl", "nccl_tests")
 
 
 def run_slurm(cfg: SweepConfig, run: RunDir, env: dict[str, str], job: str) -> int:
@@ -134,9 +149,8 @@ def resume(cfg: SweepConfig) -> int:
     ranks, device = int(saved.world_size or 2), str(saved.device)
     session = session_for(saved, run, run_env(saved), ranks, device)
     session.spec.header.insert(0, f"# resuming {run.run_id}: {len(run.rows())} rows on disk")
-    spec = LaunchSpec(
-        run.path, ranks, run_env(saved), float(saved.timeout_s), job=JOB, run_id=run.run_id
-    )
+    env = rank_env(run.path, run_env(saved), uses_nccl(saved, device))
+    spec = LaunchSpec(run.path, ranks, env, float(saved.timeout_s), job=JOB, run_id=run.run_id)
     return session.run_launch(make_launcher(saved, device), spec)
 
 
@@ -150,6 +164,8 @@ def in_process(cfg: SweepConfig, info: RankInfo) -> int:
     saved = save_config(cfg, run, world_size=info.world_size, device=str(cfg.device), nodes=None)
     ctx = make_context(info, run.path)
     device = "cuda" if str(cfg.device) != "cpu" and local_gpus() > 0 else "cpu"
+    if uses_nccl(cfg, device):  # before the backend starts NCCL in this process
+        os.environ.update(nccl_capture_env(run.path, env))
     if not ctx.is_leader:
         run_rank(saved, ctx)
         return 0
@@ -158,7 +174,11 @@ def in_process(cfg: SweepConfig, info: RankInfo) -> int:
         f"# gpulane sweep: rank 0 of {info.world_size} ({info.launcher}), run {run.run_id}"
     )
 
+    notes = NoteTail(run.path)
+
     def show(row: Any) -> None:
+        for line in notes.read():  # the rank's own notes (# transport: ...) above its rows
+            session.display.print(line)
         for line in session.view.add(row.to_dict()):
             session.display.print(line)
 

@@ -13,7 +13,7 @@ from gpulane.inference.plan import check_memory, resolve
 from gpulane.inference.table import TokensView
 from gpulane.launch.base import LaunchSpec
 from gpulane.launch.local import LocalLauncher
-from gpulane.rundir import make_run_dir, run_env, save_config
+from gpulane.rundir import make_run_dir, rank_env, run_env, save_config
 from gpulane.session.run import RunSession, SessionSpec
 from gpulane.session.world import local_gpus, local_path_label
 
@@ -61,7 +61,10 @@ def run_tokens(cfg: TokensConfig) -> int:
         header=[f"# {memory_line}"],
     )
     session = RunSession(run, spec, TokensView(len(runs)), env, progress=bool(cfg.progress))
-    launch = LaunchSpec(run.path, world, env, float(cfg.timeout_s), job=JOB, run_id=run.run_id)
+    ranks_env = rank_env(run.path, env, device == "cuda")
+    launch = LaunchSpec(
+        run.path, world, ranks_env, float(cfg.timeout_s), job=JOB, run_id=run.run_id
+    )
     return session.run_launch(LocalLauncher(), launch)
 
 

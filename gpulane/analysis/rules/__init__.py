@@ -6,7 +6,7 @@ A rule set is a mapping (the Hydra group ``rules``, see ``gpulane/conf/rules/``)
     checks:
       all_reduce_busbw_nvlink:
         check: min                  # a row of CHECKS: min, max, no_wrong, status_ok,
-                                    # pcie_link, p2p_status
+                                    # pcie_link, p2p_status, nccl_transport, doctor
         description: all_reduce busbw at 1 GiB at least 0.6 of the NVLink line rate
         select: {kind: collective, op: all_reduce, size: 1G}   # size: a size, or max
         paths: ["NV*"]              # only rows whose path label matches (fnmatch)
@@ -23,8 +23,9 @@ baseline, outlier, rows, topology) and subject (GPU, pair, node), each saying th
 the threshold and by how much it missed. The modules: ``model`` (Check, Verdict,
 Context, CheckSpec), ``load`` (the rule set), ``select`` and ``subjects`` (which rows,
 about whom), ``linerate`` (a row's path and line rate, from gpulane.topology),
-``checks`` (the CHECKS table) with ``threshold``, ``outliers``, ``row_checks`` and
-``topology_checks``, and ``evaluate``.
+``checks`` (the CHECKS table) with ``threshold``, ``outliers``, ``row_checks``,
+``topology_checks``, ``transport_checks`` (NCCL's transport against the path) and
+``doctor_checks`` (gpulane doctor's findings), and ``evaluate``.
 """
 
 from __future__ import annotations

@@ -9,10 +9,12 @@ baseline (``gpulane doctor``'s findings, say) reaches the check through
 
 from __future__ import annotations
 
+from gpulane.analysis.rules.doctor_checks import check_doctor
 from gpulane.analysis.rules.model import CheckSpec
 from gpulane.analysis.rules.row_checks import check_no_wrong, check_status_ok
 from gpulane.analysis.rules.threshold import check_max, check_min
 from gpulane.analysis.rules.topology_checks import check_p2p_status, check_pcie_link
+from gpulane.analysis.rules.transport_checks import check_nccl_transport
 
 # Keys every rule may set, whatever its check.
 COMMON_KEYS = ("check", "description", "select", "required", "enabled")
@@ -67,6 +69,19 @@ CHECKS: dict[str, CheckSpec] = {
         needs=("topology",),
         threshold="pass when every GPU pair reads OK in each of the modes (all by default)",
         keys=("modes",),
+    ),
+    "nccl_transport": CheckSpec(
+        run=check_nccl_transport,
+        needs=("rows",),
+        threshold="pass when NCCL used P2P (or NVLS) on NV# pairs and on PIX/PXB pairs whose "
+        "P2P status is OK, and InfiniBand/RoCE (not sockets) between nodes, with GPUDirect RDMA "
+        "where the GPU's nearest NIC is PIX/PXB from it (rows' extra.nccl, the topology)",
+    ),
+    "doctor": CheckSpec(
+        run=check_doctor,
+        needs=("doctor",),
+        threshold="pass when gpulane doctor found nothing of severity fail_on (error) or worse",
+        keys=("fail_on",),
     ),
 }
 

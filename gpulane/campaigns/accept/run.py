@@ -22,6 +22,7 @@ import pandas as pd
 from gpulane.analysis.report import render_report
 from gpulane.analysis.rules import FAIL, Check, Verdict, evaluate, load_rules
 from gpulane.analysis.store import BASELINES_DIR, load_frame
+from gpulane.campaigns.accept.findings import accept_doctor, findings_json
 from gpulane.campaigns.accept.inputs import resolve_baseline, resolve_topology, store_baseline
 from gpulane.campaigns.accept.output import junit_xml, print_verdict
 from gpulane.campaigns.accept.suite import Step, gpu_count, run_suite, step_checks
@@ -43,11 +44,19 @@ class Outcome:
     steps: list[Step] = field(default_factory=list)
     baseline: str | None = None
     stored_baseline: Path | None = None
+    # gpulane doctor's findings ({severity, check, title, evidence, why, fix, subject})
+    findings: list[dict[str, Any]] = field(default_factory=list)
 
 
 def accept(cfg: AcceptConfig) -> int:
     outcome = run_accept(cfg)
     print_verdict(outcome.verdict, str(cfg.format))
+    if outcome.findings and str(cfg.format) != "json":
+        worst = outcome.findings[0]
+        print(
+            f"# doctor: {len(outcome.findings)} finding(s), first: [{worst['severity']}] "
+            f'{worst["title"]} (accept.json "findings")'
+        )
     for name, path in outcome.files.items():
         print(f"# {name}: {path}")
     if outcome.stored_baseline is not None:
@@ -78,6 +87,7 @@ def run_accept(cfg: AcceptConfig) -> Outcome:
     load_rules(rules_spec)  # a bad rule is an input error before anything is measured
     baseline, baseline_src, store_as = resolve_baseline(cfg.baseline, results_dir)
     steps: list[Step] = []
+    gpus = 0
     if cfg.run:
         target = Path(str(cfg.run))
         if not target.exists():
@@ -101,7 +111,15 @@ def run_accept(cfg: AcceptConfig) -> Outcome:
             raise
         frame = load_frame([])
     topology, topology_src = resolve_topology(cfg.topology, paths)
-    verdict = evaluate(frame, rules_spec, topology, baseline)
+    doctor = accept_doctor(cfg.doctor, paths, not cfg.run, gpus, topology, topology_src)
+    found = findings_json(doctor)
+    verdict = evaluate(
+        frame,
+        rules_spec,
+        topology,
+        baseline,
+        evidence={"doctor": found["findings"]} if doctor is not None else None,
+    )
     verdict.checks[:0] = step_checks(steps)
     if frame.empty:
         verdict.checks.insert(
@@ -109,7 +127,9 @@ def run_accept(cfg: AcceptConfig) -> Outcome:
             Check("suite", FAIL, "rows", "-", "no rows to check", description="rows were measured"),
         )
     out = _out_dir(cfg, default_out)
-    outcome = Outcome(verdict, frame, out, steps=steps, baseline=baseline_src)
+    outcome = Outcome(
+        verdict, frame, out, steps=steps, baseline=baseline_src, findings=found["findings"]
+    )
     meta = {
         "passed": verdict.passed,
         "build": build or ", ".join(sorted({str(b) for b in frame["build"].dropna()})),
@@ -122,7 +142,8 @@ def run_accept(cfg: AcceptConfig) -> Outcome:
         ],
     }
     (out / ACCEPT_JSON).write_text(
-        json.dumps({**meta, **verdict.to_dict()}, indent=1, default=str), encoding="utf-8"
+        json.dumps({**meta, **verdict.to_dict(), **found}, indent=1, default=str),
+        encoding="utf-8",
     )
     outcome.files["accept.json"] = out / ACCEPT_JSON
     if cfg.junit:

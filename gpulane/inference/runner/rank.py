@@ -19,6 +19,7 @@ from gpulane.inference.shapes import DTYPE_NAMES, ModelShape, dtype_bytes
 from gpulane.inference.sharding import rank_slices, stage_layers
 from gpulane.rank import RankContext
 from gpulane.record import Row, RowWriter
+from gpulane.topology.nccl_logs import NcclLogs
 
 
 class Runner(Prefill, Decode, RowBuilder):
@@ -30,6 +31,7 @@ class Runner(Prefill, Decode, RowBuilder):
             raise MissingComponent(
                 "torch is not installed; install it with `pip install 'gpulane[torch]'`"
             ) from err
+        self.started = time.time()
         self.torch: Any = torch
         self.dist: Any = dist
         self.cfg, self.ctx = cfg, ctx
@@ -187,12 +189,14 @@ class Runner(Prefill, Decode, RowBuilder):
 
     def run_all(self, on_row: Callable[[Row], None] | None = None) -> None:
         writer = RowWriter(self.ctx.run_dir) if self.ctx.is_leader else None
+        # What NCCL connected between the stages and within them, from its init lines.
+        nccl = NcclLogs(self.ctx.run_dir, since=self.started) if writer and self.cuda else None
         try:
             with self.torch.inference_mode():
                 for index, (i, o, b) in enumerate(self.runs):
                     res = self.run_config(index, i, o, b)
                     if writer is not None:
-                        for row in self.rows(i, o, b, res):
+                        for row in with_transport(self.rows(i, o, b, res), nccl, self.ctx):
                             writer.write(row)
                             if on_row is not None:
                                 on_row(row)
@@ -200,6 +204,20 @@ class Runner(Prefill, Decode, RowBuilder):
             if writer is not None:
                 writer.close()
         self.ctx.heartbeat(4 * len(self.runs) + 1, "done")
+
+
+def with_transport(rows: list[Row], nccl: NcclLogs | None, ctx: RankContext) -> list[Row]:
+    """The rows with NCCL's transport (``transport``, ``extra.nccl``) once its lines are read."""
+    if nccl is None or not rows:
+        return rows
+    found, note = nccl.for_row(rows[0].path)
+    if note:
+        ctx.note(note)
+    if found:
+        for row in rows:
+            row.transport = found.get("transport")
+            row.extra["nccl"] = found
+    return rows
 
 
 def _summarize_log(log: list[tuple[str, int]] | None) -> list[dict[str, Any]]:

@@ -73,7 +73,10 @@ def test_disabled_rules_are_left_out_but_their_keys_checked() -> None:
 def test_the_checks_table() -> None:
     """Each row says what it needs and when a subject passes; the shipped rule sets only
     name checks of the table."""
-    assert set(CHECKS) == {"min", "max", "no_wrong", "status_ok", "pcie_link", "p2p_status"}
+    assert set(CHECKS) == {
+        *("min", "max", "no_wrong", "status_ok", "pcie_link", "p2p_status"),
+        *("nccl_transport", "doctor"),
+    }
     for name, spec in CHECKS.items():
         assert callable(spec.run) and spec.needs and spec.threshold.startswith("pass when"), name
         assert set(spec.required) <= set(spec.keys) and set(spec.numbers) <= set(spec.keys)

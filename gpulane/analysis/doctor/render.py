@@ -1,0 +1,38 @@
+"""The doctor's report for people (ranked findings, then what was not checked and why)."""
+
+from __future__ import annotations
+
+import textwrap
+
+from gpulane.analysis.doctor.model import Report
+
+WIDTH = 100
+
+
+def render_text(report: Report) -> list[str]:
+    where = "this machine" if report.live else "captured files"
+    c = report.counts()
+    lines = [
+        f"# gpulane doctor: {report.host} ({where}): {c['error']} error(s), "
+        f"{c['warning']} warning(s), {c['info']} note(s)"
+    ]
+    for n, f in enumerate(report.findings, start=1):
+        lines.append("")
+        lines.append(f"{n}. [{f.severity.upper()}] {f.title}  ({f.check})")
+        for label, text in (("evidence", f.evidence), ("why", f.why), ("fix", f.fix)):
+            wrapped = textwrap.wrap(text, WIDTH - 14) or [""]
+            lines.append(f"   {label + ':':<10} {wrapped[0]}")
+            lines.extend(f"   {'':<10} {w}" for w in wrapped[1:])
+    if not report.findings:
+        lines.append("# no findings")
+    ok = [name for name, result in report.ran.items() if result == "ok"]
+    if ok:
+        lines.append("")
+        lines.append("# checked, nothing found: " + ", ".join(ok))
+    if report.not_run:
+        lines.append("# not checked:")
+        lines.extend(f"#   {name}: {why}" for name, why in report.not_run.items())
+    if report.absent:
+        lines.append("# sources absent:")
+        lines.extend(f"#   {name}: {why}" for name, why in sorted(report.absent.items()))
+    return lines
