@@ -101,7 +101,7 @@ def from_files(args: CaptureFiles) -> Topology:
         _read_p2p_file(arg, inp)
     if args.p2p_file:
         inp.sources["p2p"] = ", ".join(args.p2p_file)
-    elif inp.p2p:
+    elif inp.p2p and args.topo_file:
         inp.sources["p2p"] = args.topo_file
     else:
         inp.missing.append("P2P status: no --p2p-file; P2P support per mode unknown")
