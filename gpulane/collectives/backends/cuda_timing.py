@@ -27,11 +27,19 @@ def time_loop(torch: Any, device: Any, fn: Callable[[], None], iters: int) -> li
 def time_mean(torch: Any, device: Any, fn: Callable[[], None], iters: int) -> float:
     """Mean seconds per call, two events around the whole loop (nccl-tests' plain timing).
 
-    A call that has ``repeat(n)`` (backend=nccl's C loop) issues the whole loop itself;
-    otherwise the loop is Python's.
+    A call that has ``timed(n, start, end)`` (backend=nccl's C loop) issues all of it
+    itself, events included, so that nothing but the calls lies between the events; one
+    that has ``repeat(n)`` issues the loop; otherwise the loop is Python's.
     """
     cuda = torch.cuda
     start, end = cuda.Event(enable_timing=True), cuda.Event(enable_timing=True)
+    timed = getattr(fn, "timed", None)
+    if timed is not None:
+        start.record()  # torch creates an event when it is first recorded
+        end.record()
+        timed(iters, start.cuda_event, end.cuda_event)
+        cuda.synchronize(device)
+        return float(start.elapsed_time(end)) / 1e3 / iters
     repeat = getattr(fn, "repeat", None)
     # One untimed call first: the start event then fires when that collective ends, at
     # the same moment on every rank. Without it the first timed call also waits out the

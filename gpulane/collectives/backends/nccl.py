@@ -30,6 +30,7 @@ from gpulane.collectives.backends.nccl_loop import (
     LOOPS,
     CLoop,
     LoopLibrary,
+    driver_event_record,
     library,
     missing_symbols,
     nccl4py_symbols,
@@ -118,6 +119,8 @@ class NcclBackend(Backend):
             absent = missing_symbols(self._symbols)
             if absent:
                 raise MissingComponent(f"the loaded libnccl has no {', '.join(absent)}")
+            # 0 (no libcuda found): the events are recorded from Python around repeat(n)
+            self._record = driver_event_record()
         except (MissingComponent, OSError, ImportError) as err:
             if self.loop_asked == "c":
                 raise
@@ -157,6 +160,7 @@ class NcclBackend(Backend):
                 self._comm_ptr,
                 self._stream,
                 self.b.get_error_string,
+                self._record,
             )
         return python_loop(
             [(getattr(self.b, c.fn), c.args) for c in calls],

@@ -91,3 +91,30 @@ int gl_issue(const struct gl_call* calls, int ncalls, void* group_start, void* g
   }
   return 0;
 }
+
+/* nccl-tests' timed loop, whole: one untimed issue (the ranks meet on the device when it
+ * ends), `record(start, stream)`, `iters` issues, `record(end, stream)`, with nothing
+ * between the events but the calls. `record` is the driver's cuEventRecord(CUevent,
+ * CUstream) (the runtime's events and streams are the driver's). *where is -1 or -2 when
+ * recording the start or the end event failed (the result is then a CUresult). */
+typedef int (*gl_record_t)(void*, void*);
+
+int gl_timed(const struct gl_call* calls, int ncalls, void* group_start, void* group_end,
+             void* comm, void* stream, long iters, long* where, void* record, void* start,
+             void* end) {
+  int r = gl_issue(calls, ncalls, group_start, group_end, comm, stream, 1, where);
+  if (r != 0) return r;
+  r = ((gl_record_t)record)(start, stream);
+  if (r != 0) {
+    *where = -1;
+    return r;
+  }
+  r = gl_issue(calls, ncalls, group_start, group_end, comm, stream, iters, where);
+  if (r != 0) return r;
+  r = ((gl_record_t)record)(end, stream);
+  if (r != 0) {
+    *where = -2;
+    return r;
+  }
+  return 0;
+}

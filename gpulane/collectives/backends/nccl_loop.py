@@ -153,6 +153,14 @@ class LoopLibrary:
             ctypes.c_long,
             ctypes.POINTER(ctypes.c_long),
         )
+        self.timed = self.dll.gl_timed
+        self.timed.restype = ctypes.c_int
+        self.timed.argtypes = (
+            *self.issue.argtypes,
+            ctypes.c_void_p,
+            ctypes.c_void_p,
+            ctypes.c_void_p,
+        )
         size = self.dll.gl_call_size
         size.restype = ctypes.c_size_t
         if size() != ctypes.sizeof(GlCall):
@@ -165,6 +173,17 @@ class LoopLibrary:
 @functools.cache
 def library(cc: tuple[str, ...] | None = None) -> LoopLibrary:
     return LoopLibrary(build(cc))
+
+
+def driver_event_record() -> int:
+    """The address of the CUDA driver's cuEventRecord (libcuda is loaded once torch has
+    initialized CUDA; its events and streams are the runtime's)."""
+    try:
+        return int(
+            ctypes.cast(ctypes.CDLL("libcuda.so.1").cuEventRecord, ctypes.c_void_p).value or 0
+        )
+    except (OSError, AttributeError):
+        return 0
 
 
 # -- NCCL's functions as nccl4py loaded them ------------------------------------------------
@@ -199,6 +218,7 @@ class CLoop:
         comm: int,
         stream: int,
         error_string: Callable[[int], str] | None = None,
+        record: int = 0,
     ) -> None:
         missing = [c.fn for c in calls if c.fn not in SYMBOLS]
         if missing:
@@ -219,6 +239,9 @@ class CLoop:
         self.where = ctypes.c_long(0)
         self.where_ref = ctypes.byref(self.where)
         self.error_string = error_string
+        self.record = record
+        if record:
+            self.timed = self._timed
 
     def repeat(self, n: int) -> None:
         code = self.lib.issue(*self.args, n, self.where_ref)
@@ -227,6 +250,18 @@ class CLoop:
 
     def __call__(self) -> None:
         self.repeat(1)
+
+    def _timed(self, n: int, start: int, end: int) -> None:
+        """One untimed operation, the start event, n operations, the end event: all from
+        C, so that Python's cost of calling in falls outside the two events."""
+        code = self.lib.timed(*self.args, n, self.where_ref, self.record, start, end)
+        if code != 0:
+            if self.where.value < 0:
+                which = "start" if self.where.value == -1 else "end"
+                raise NcclLoopError(
+                    f"cuEventRecord of the {which} event returned CUDA error {code}"
+                )
+            self._raise(code)
 
     def _raise(self, code: int) -> None:
         name = self.names[self.where.value % len(self.names)]

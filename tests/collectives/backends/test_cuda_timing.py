@@ -14,8 +14,11 @@ from gpulane.collectives.backends import cuda_timing
 
 def fake_torch(log: list[str]) -> Any:
     class Event:
+        made = 0
+
         def __init__(self, enable_timing: bool = False) -> None:
-            pass
+            Event.made += 1
+            self.cuda_event = Event.made
 
         def record(self) -> None:
             log.append("event")
@@ -56,6 +59,20 @@ def test_loop_issued_by_the_call_itself() -> None:
     log: list[str] = []
     mean = cuda_timing.time_mean(fake_torch(log), "dev", Repeating(log), 20)
     assert log == ["call", "event", "repeat 20", "event", "sync"]
+    assert mean == 2.0 / 1e3 / 20
+
+
+class Timed(Repeating):
+    def timed(self, n: int, start: int, end: int) -> None:
+        self.log.append(f"timed {n} between {start} and {end}")
+
+
+def test_timed_loop_issued_with_its_events() -> None:
+    log: list[str] = []
+    torch = fake_torch(log)
+    mean = cuda_timing.time_mean(torch, "dev", Timed(log), 20)
+    # the events are made (recorded once) first; the call issues everything else
+    assert log == ["event", "event", "timed 20 between 1 and 2", "sync"]
     assert mean == 2.0 / 1e3 / 20
 
 

@@ -46,6 +46,7 @@ NAMES = [
     "ncclRecv",
     "ncclGroupStart",
     "ncclGroupEnd",
+    "cuEventRecord",
 ]
 COMM, STREAM = 0x5000, 0x6000
 
@@ -168,6 +169,32 @@ def test_c_loop_hands_nccl_every_argument(fake: Fake, loop_lib: LoopLibrary, op:
     assert len(fake.log()) == len(per_iter)
 
 
+def test_timed_loop_has_only_the_calls_between_its_events(
+    fake: Fake, loop_lib: LoopLibrary
+) -> None:
+    _bufs, calls = buffers("all_reduce")
+    record = fake.address("fake_record")
+    loop = CLoop(loop_lib, calls, fake.address, COMM, STREAM, fake.error_string, record)
+    loop.timed(4, 0xE1, 0xE2)
+    log = fake.log()
+    assert [e["fn"] for e in log] == [
+        "ncclAllReduce",
+        "cuEventRecord",
+        *["ncclAllReduce"] * 4,
+        "cuEventRecord",
+    ]
+    assert [(e["send"], e["stream"]) for e in log if e["fn"] == "cuEventRecord"] == [
+        (0xE1, STREAM),
+        (0xE2, STREAM),
+    ]
+    with pytest.raises(
+        NcclLoopError, match="cuEventRecord of the end event returned CUDA error 400"
+    ):
+        loop.timed(1, 0xE1, 0xBAD)
+    fake.log()
+    assert not hasattr(CLoop(loop_lib, calls, fake.address, COMM, STREAM), "timed")
+
+
 def test_error_names_the_call_and_closes_the_group(fake: Fake, loop_lib: LoopLibrary) -> None:
     # The stand-in fails a call of count 77 with ncclInvalidArgument, as NCCL would.
     bad = [NcclCall("all_reduce", (0x10, 0x20, 77, 7, 0))]
@@ -233,7 +260,7 @@ def test_layout_mismatch_is_refused(tmp_path: Path) -> None:
     source = tmp_path / "odd.c"
     source.write_text(
         "#include <stddef.h>\nsize_t gl_call_size(void) { return 3; }\n"
-        "int gl_issue(void) { return 0; }\n"
+        "int gl_issue(void) { return 0; }\nint gl_timed(void) { return 0; }\n"
     )
     out = tmp_path / "odd.so"
     subprocess.run([*compiler(), "-shared", "-fPIC", "-o", out, source], check=True)
