@@ -183,8 +183,17 @@ def run_rank(
     backend = make_backend(cfg, ctx)
     try:
         _sweep(cfg, ctx, backend, on_row, started)
+        if wants_torch_overhead(cfg) and backend.name == "nccl":
+            from gpulane.collectives.overhead import measure_torch_overhead
+
+            measure_torch_overhead(backend, build_plan(cfg, True).timing, ctx.run_dir)
     finally:
         backend.close()
+
+
+def wants_torch_overhead(cfg: SweepConfig) -> bool:
+    """torch_overhead as the front saved it (true/false; auto was resolved there)."""
+    return str(cfg.torch_overhead).lower() == "true"
 
 
 def _sweep(

@@ -10,6 +10,8 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from gpulane.collectives.overhead import overhead_line
+
 HEADER = (
     "#                                                              out-of-place"
     "                       in-place          \n"
@@ -159,7 +161,8 @@ class SweepView:
     size) once its placements are in, a header per collective, the average bus bandwidth
     and a footnote for every `n/a` at the end."""
 
-    def __init__(self, total_lines: int, placements: int) -> None:
+    def __init__(self, total_lines: int, placements: int, run_dir: Path | None = None) -> None:
+        self.run_dir = run_dir  # where the ranks leave torch_overhead.json, if they do
         self.total: int | None = total_lines
         self.placements = placements
         self.pending: dict[tuple[str, str, int], dict[bool, dict[str, Any]]] = {}
@@ -212,6 +215,9 @@ class SweepView:
         if measured:
             avg = statistics.fmean(r["busbw_gbps"] for r in measured)
             out.append(f"# Avg bus bandwidth    : {avg:.4f} GB/s over {len(measured)} rows")
+        overhead = overhead_line(self.run_dir)
+        if overhead:
+            out.append(overhead)
         return out
 
     def problems(self, rows: list[dict[str, Any]]) -> list[str]:

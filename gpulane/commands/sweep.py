@@ -16,6 +16,12 @@ def sweep(cfg: SweepConfig) -> int:
         from gpulane.launch.slurm.settings import settings
 
         s = settings(cfg)
+        from gpulane.session.backend_choice import choose_backend
+        from gpulane.session.sweep import slurm_device
+
+        cfg, line = choose_backend(cfg, slurm_device(cfg, s.gpus_per_node))
+        if line:
+            print(line, flush=True)  # before any session header: campaigns have none
         if s.pattern != "allocation":
             from gpulane.campaigns.run import run_campaign
 

@@ -1,5 +1,6 @@
 """The collective backends' settings (conf/backend): torch.distributed, NCCL through
-nccl4py, the user's nccl-tests build, mpi4py."""
+nccl4py, the user's nccl-tests build, mpi4py, and ``auto`` (the default: nccl on GPUs when
+nccl4py is there, else torch), which the front resolves before anything starts."""
 
 from __future__ import annotations
 
@@ -17,6 +18,21 @@ class NcclBackendConfig:
     name: str = "nccl"
     memory: str = "nccl"
     register: bool = False
+    loop: str = "auto"  # auto (c where it builds), c or python: what issues the timed loop
+    stream: str = "own"  # own (non-blocking, as nccl-tests) or current (torch's)
+
+
+@dataclass
+class AutoBackendConfig:
+    """Resolved by the front (session.backend_choice) to nccl or torch; never saved. Its
+    options go to the backend chosen: memory to either (None: that backend's default),
+    the others to nccl only."""
+
+    name: str = "auto"
+    memory: str | None = None
+    register: bool = False
+    loop: str = "auto"
+    stream: str = "own"
 
 
 @dataclass
@@ -36,6 +52,7 @@ class MpiBackendConfig:
 
 
 BACKENDS = {
+    "auto": AutoBackendConfig,
     "torch": TorchBackendConfig,
     "nccl": NcclBackendConfig,
     "nccl_tests": NcclTestsBackendConfig,

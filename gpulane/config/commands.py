@@ -28,6 +28,7 @@ class SweepConfig(CommonConfig):
     check_iters: int = 1
     graph: bool = False
     graph_launches: int = 10
+    torch_overhead: Any = "auto"  # auto, true or false; saved as true or false
     ranks: Any = "auto"
     device: str = "auto"
     resume: Any = None

@@ -41,6 +41,15 @@ def check(cfg: CommonConfig) -> None:
         whole(cfg.iters, "iters", 1)
         whole(cfg.check_iters, "check_iters", 0)
         whole(cfg.graph_launches, "graph_launches", 1)
+        if cfg.graph and str(getattr(cfg.backend, "stream", "own")) == "current":
+            raise InputError(
+                "backend.stream=current (the legacy default stream) cannot be captured in a "
+                "CUDA graph; use backend.stream=own with graph=true"
+            )
+        if str(cfg.torch_overhead).lower() not in ("auto", "true", "false"):
+            raise InputError(
+                f"torch_overhead: expected auto, true or false, got {cfg.torch_overhead!r}"
+            )
         for key in ("corrupt_rank", "skip_rank"):
             value = getattr(cfg, key)
             if value is not None:
@@ -66,6 +75,8 @@ CHOICES = {
     "use_json": ("auto", "true", "false"),
     "buffers": ("auto", "device", "host"),
     "array": ("auto", "torch", "cupy"),
+    "loop": ("auto", "python", "c"),
+    "stream": ("own", "current"),
 }
 
 
@@ -76,5 +87,6 @@ def check_backend(backend: Any) -> None:
         if value is not None and str(value).lower() not in allowed:
             words = ", ".join(allowed[:-1]) + f" or {allowed[-1]}"
             raise InputError(f"backend.{key}: expected {words}, got {value!r}")
-    if getattr(backend, "register", False) and str(getattr(backend, "memory", "")) != "nccl":
+    memory = str(getattr(backend, "memory", "") or "nccl")  # auto's None: nccl's default
+    if getattr(backend, "register", False) and memory != "nccl":
         raise InputError("backend.register=true needs backend.memory=nccl")

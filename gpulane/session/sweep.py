@@ -27,6 +27,7 @@ from gpulane.rundir import (
     run_env,
     save_config,
 )
+from gpulane.session.backend_choice import choose_backend
 from gpulane.session.run import RunSession, SessionSpec
 from gpulane.session.world import local_gpus
 
@@ -58,17 +59,23 @@ def resolve_world(cfg: SweepConfig) -> tuple[int, str]:
 
 
 def session_for(
-    cfg: SweepConfig, run: RunDir, env: dict[str, str], ranks: int, device: str
+    cfg: SweepConfig,
+    run: RunDir,
+    env: dict[str, str],
+    ranks: int,
+    device: str,
+    lines: list[str] | None = None,
 ) -> RunSession:
+    """The session of a sweep; ``lines`` go first in its header (the backend chosen)."""
     plan = build_plan(cfg, device == "cuda")
-    view = SweepView(plan.lines, len(plan.placements))
+    view = SweepView(plan.lines, len(plan.placements), run.path)
     spec = SessionSpec(
         command="sweep",
         kind="collective",
         backend=str(cfg.backend.name),
         description=f"{cfg.backend.name} on {ranks} {device} ranks",
         world_size=ranks,
-        header=[f"# note: {note}" for note in rounding_notes(plan, ranks)],
+        header=[*(lines or []), *(f"# note: {n}" for n in rounding_notes(plan, ranks))],
     )
     return RunSession(run, spec, view, env, progress=bool(cfg.progress))
 
@@ -90,13 +97,14 @@ def run_sweep(cfg: SweepConfig) -> int:
         # The GPUs are on the compute nodes, not here: the ranks resolve the world.
         return run_slurm(cfg, make_run_dir(cfg), env, JOB)
     ranks, device = resolve_world(cfg)
+    cfg, line = choose_backend(cfg, device)
     plan = build_plan(cfg, device == "cuda")
     if plan.timing.graph and device != "cuda":
         raise InputError("graph: CUDA graphs need GPUs; set graph=false on CPUs")
     launcher = make_launcher(cfg, device, needs_mpi=True)
     run = make_run_dir(cfg)
     saved = save_config(cfg, run, world_size=ranks, device=device, nodes=1)
-    return launch_job(saved, run, env, JOB, ranks, device, launcher)
+    return launch_job(saved, run, env, JOB, ranks, device, launcher, [line] if line else None)
 
 
 def launch_job(
@@ -107,11 +115,12 @@ def launch_job(
     world: int,
     device: str,
     launcher: Launcher | None = None,
+    lines: list[str] | None = None,
 ) -> int:
     """``world`` ranks of ``job`` by the configured launcher, shown as a sweep; ``cfg`` is
     the configuration saved in ``run``."""
     launcher = launcher or make_launcher(cfg, device, needs_mpi=True)
-    session = session_for(cfg, run, env, world, device)
+    session = session_for(cfg, run, env, world, device, lines)
     ranks_env = rank_env(run.path, env, uses_nccl(cfg, device))
     spec = LaunchSpec(run.path, world, ranks_env, float(cfg.timeout_s), job=job, run_id=run.run_id)
     return session.run_launch(launcher, spec)
@@ -128,11 +137,18 @@ def run_slurm(cfg: SweepConfig, run: RunDir, env: dict[str, str], job: str) -> i
 
     s = settings(cfg)
     build_plan(cfg, on_device=True)  # bad input stops here, before anything is queued
+    device = slurm_device(cfg, s.gpus_per_node)
+    cfg, line = choose_backend(cfg, device)
+    saved = save_config(cfg, run, world_size=s.world_size, nodes=s.nodes, device=device)
+    return launch_job(saved, run, env, job, s.world_size, device, lines=[line] if line else None)
+
+
+def slurm_device(cfg: SweepConfig, gpus_per_node: int | None) -> str:
+    """Where Slurm's ranks run: as asked, else on GPUs when the job asks for some."""
     device = str(cfg.device or "auto")
     if device == "auto":
-        device = "cuda" if s.gpus_per_node else "cpu"
-    saved = save_config(cfg, run, world_size=s.world_size, nodes=s.nodes, device=device)
-    return launch_job(saved, run, env, job, s.world_size, device)
+        device = "cuda" if gpus_per_node else "cpu"
+    return device
 
 
 def resume(cfg: SweepConfig) -> int:
@@ -160,10 +176,11 @@ def in_process(cfg: SweepConfig, info: RankInfo) -> int:
 
     env = run_env(cfg)
     os.environ.update(env)
+    device = "cuda" if str(cfg.device) != "cpu" and local_gpus() > 0 else "cpu"
+    cfg, line = choose_backend(cfg, device)
     run = make_run_dir(cfg, run_id=shared_run_id())
     saved = save_config(cfg, run, world_size=info.world_size, device=str(cfg.device), nodes=None)
     ctx = make_context(info, run.path)
-    device = "cuda" if str(cfg.device) != "cpu" and local_gpus() > 0 else "cpu"
     if uses_nccl(cfg, device):  # before the backend starts NCCL in this process
         os.environ.update(nccl_capture_env(run.path, env))
     if not ctx.is_leader:
@@ -173,16 +190,18 @@ def in_process(cfg: SweepConfig, info: RankInfo) -> int:
     session.display.print(
         f"# gpulane sweep: rank 0 of {info.world_size} ({info.launcher}), run {run.run_id}"
     )
+    if line:
+        session.display.print(line)
 
     notes = NoteTail(run.path)
 
     def show(row: Any) -> None:
-        for line in notes.read():  # the rank's own notes (# transport: ...) above its rows
-            session.display.print(line)
-        for line in session.view.add(row.to_dict()):
-            session.display.print(line)
+        for note in notes.read():  # the rank's own notes (# transport: ...) above its rows
+            session.display.print(note)
+        for text in session.view.add(row.to_dict()):
+            session.display.print(text)
 
     run_rank(saved, ctx, on_row=show)
-    for line in session.view.flush():
-        session.display.print(line)
+    for text in session.view.flush():
+        session.display.print(text)
     return session.conclude(None)

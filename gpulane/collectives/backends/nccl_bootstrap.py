@@ -22,8 +22,8 @@ def import_nccl4py(what: str = "backend=nccl") -> tuple[Any, Any]:
         from nccl.bindings import nccl as bindings
     except ImportError as err:
         raise MissingComponent(
-            f"{what} needs nccl4py and a libnccl it can load: "
-            f"`pip install 'nccl4py[cu13]'` (or [cu12]) ({err}); backend=torch with "
+            f"{what} needs nccl4py and a libnccl it can load: `pip install 'gpulane[gpu]'` "
+            f"or `pip install 'nccl4py[cu13]'` (or [cu12]) ({err}); backend=torch with "
             "backend.memory=torch keeps working"
         ) from err
     return nccl_core, bindings

@@ -104,6 +104,7 @@ def test_bad_memory_options_stop_a_torch_run_with_one_line(tmp_path: Path) -> No
         # register is a key of backend=nccl only (ncclCommRegister through nccl4py)
         (["+backend.register=true"], "unknown key 'backend.register' (valid: memory, name)"),
     ):
+        args = ["backend=torch", *args]
         out = gpulane(
             "sweep",
             "ranks=2",
