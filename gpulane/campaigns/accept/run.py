@@ -141,6 +141,10 @@ def run_accept(cfg: AcceptConfig) -> Outcome:
                 sources=[str(p) for p in paths],
                 topology_source=topology_src,
                 rule_set=_rule_set_name(cfg),
+                baseline=baseline,
+                # accept.json's "findings" (gpulane doctor), when the run has them
+                findings=findings if isinstance(findings := meta.get("findings"), list) else None,
+                baseline_source=baseline_src,
             ),
             encoding="utf-8",
         )
