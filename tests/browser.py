@@ -4,8 +4,9 @@ measurements taken in it, and a screenshot.
 Measurements come from a copy of the page with a script added that runs after load: it
 opens every collapsed box (so their tables count too), then lists each element whose
 box reaches past the viewport, leaving out what sits inside a scroll box or an SVG (the
-box itself is measured), and each table cell holding a size (``8 B``, ``64 KiB``) that
-wrapped onto a second line. The page itself holds no script.
+box itself is measured), each table cell holding a size (``8 B``, ``64 KiB``) that
+wrapped onto a second line, and the tables wider than their scroll box. The page itself
+holds no script.
 """
 
 from __future__ import annotations
@@ -65,8 +66,15 @@ window.addEventListener('load', function () {
     Array.prototype.forEach.call(range.getClientRects(), function (q) { tops[Math.round(q.top)] = 1; });
     if (Object.keys(tops).length > 1) wrapped.push(text);
   });
+  var scrolling = [];
+  document.querySelectorAll('div.scroll').forEach(function (box) {
+    if (box.scrollWidth > box.clientWidth + 1) {
+      var t = box.querySelector('table');
+      scrolling.push(t && t.id ? t.id : '?');
+    }
+  });
   var out = {viewport: vw, scroll_width: document.documentElement.scrollWidth,
-             wide: wide, wrapped: wrapped,
+             wide: wide, wrapped: wrapped, scrolling: scrolling,
              svgs: document.querySelectorAll('svg').length,
              height: document.documentElement.scrollHeight};
   var pre = document.createElement('pre');

@@ -91,6 +91,7 @@ class Plot:
         # the <svg> element alone (no XML prolog); the page's CSS scales it down to the
         # column (max-width: 100%, height: auto), its viewBox keeps the aspect ratio
         text = _own_ids(text[text.index("<svg") :], self.name)
+        text = re.sub(r"<metadata>.*?</metadata>\s*", "", text, count=1, flags=re.S)
         return text.replace("<svg", f'<svg id="plot-{self.name}" role="img"', 1)
 
     def png(self) -> bytes:
