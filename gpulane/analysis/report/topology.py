@@ -69,7 +69,9 @@ def _yes_no(value: Any) -> str:
     return "yes" if value is True else "no" if value is False else "-"
 
 
-def gpu_table(topo: Topology, table_id: str) -> str:
+def gpu_table(topo: Topology, table_id: str, compact: bool = False) -> str:
+    """Each GPU's model, place and PCIe link; ``compact`` (a build's card) leaves out the
+    bus id and CPU affinity."""
     rows = []
     for g in topo.gpus:
         link = g.pcie
@@ -87,7 +89,10 @@ def gpu_table(topo: Topology, table_id: str) -> str:
         )
     if not rows:
         return ""
-    return table(pd.DataFrame(rows), table_id, left=["GPU", "model", "bus id", "CPU affinity"])
+    frame = pd.DataFrame(rows)
+    if compact:
+        frame = frame.drop(columns=["bus id", "CPU affinity"])
+    return table(frame, table_id, left=["GPU", "model", "bus id", "CPU affinity"])
 
 
 def p2p_table(topo: Topology, table_id: str) -> str:
@@ -162,7 +167,7 @@ def build_card(side: BuildTopology, index: int) -> str:
     src = f'<p class="meta">from {e(side.source)}</p>' if side.source else ""
     body = (
         matrix(topo, f"topology-matrix-{index}")
-        + gpu_table(topo, f"topology-gpus-{index}")
+        + gpu_table(topo, f"topology-gpus-{index}", compact=True)
         + warnings_list(topo, f"topology-warnings-{index}")
     )
     return f'<div class="card">{head}{info}{body}{src}</div>'
