@@ -99,8 +99,11 @@ def compare_runs(root: Path, before: set[Path], sweep_dir: Path | None) -> None:
         return
     frames = [(d, load_frame([d])) for d in made]
     builds = [sorted({str(b) for b in f["build"].dropna()}) for _, f in frames]
-    # a build label per run when each run is one build, else the run directory's name
-    labels = [b[0] if len(b) == 1 else d.name for (d, _), b in zip(frames, builds, strict=True)]
+    # the runs' build labels when they tell the runs apart (-m preset=...), else the run
+    # directories' names (-m dtype=float,half: one build)
+    labels = [b[0] if len(b) == 1 else "" for b in builds]
+    if "" in labels or len(set(labels)) < len(labels):
+        labels = [d.name for d, _ in frames]
     sides = [(label, f) for label, (_, f) in zip(labels, frames, strict=True)]
     cmp = compare(sides)
     print(f"# multirun: {len(made)} runs compared, ratios to the first")

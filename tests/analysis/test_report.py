@@ -182,6 +182,12 @@ def test_accept_report_plots_current_against_baseline(builds: Path, tmp_path: Pa
     proc = gpulane("report", str(builds / "socket"), "--accept", str(out / "accept.json"),
                    "-o", str(second), cwd=tmp_path)  # fmt: skip
     assert proc.returncode == 0 and "The doctor found nothing." in second.read_text()
+    # accept keeps an empty list beside "doctor": {"ran": false} when its doctor did not run
+    accept["doctor"] = {"ran": False}
+    (out / "accept.json").write_text(json.dumps(accept))
+    proc = gpulane("report", str(builds / "socket"), "--accept", str(out / "accept.json"),
+                   "-o", str(second), cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 0 and "The doctor did not run" in second.read_text()
 
 
 def one_line_error(proc: object, *words: str) -> None:

@@ -15,6 +15,7 @@ import pandas as pd
 from gpulane.analysis.plots import style
 from gpulane.analysis.plots.collectives import Mark, collective_plots
 from gpulane.analysis.plots.copies import copy_plots
+from gpulane.analysis.plots.tokens import tokens_plots
 from gpulane.analysis.rules import FAIL, Check
 
 SIDE_COLOURS = {"current": style.PALETTE[0], "baseline": style.GREY}
@@ -45,8 +46,8 @@ def failing_marks(checks: Sequence[Check], current: pd.DataFrame) -> list[Mark]:
 def baseline_plots(
     current: pd.DataFrame, baseline: pd.DataFrame | None, checks: Sequence[Check]
 ) -> list[style.Plot]:
-    """Collective and copy curves of the current rows beside the baseline's, failing
-    points marked."""
+    """Collective, copy and token-rate curves of the current rows beside the baseline's,
+    the failing collective and copy points marked."""
     sides = [current.assign(side="current")]
     if baseline is not None and len(baseline):
         sides.append(baseline.assign(side="baseline"))
@@ -54,6 +55,7 @@ def baseline_plots(
     marks = failing_marks(checks, current)
     plots = collective_plots(frame, "side", SIDE_COLOURS, marks)
     plots += copy_plots(frame, "side", SIDE_COLOURS, marks)
+    plots += tokens_plots(frame, "side", SIDE_COLOURS)
     for p in plots:
         p.name = "accept-" + p.name
     return plots

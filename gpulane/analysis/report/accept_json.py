@@ -1,6 +1,7 @@
 """Reading an ``accept.json`` (what `gpulane accept` wrote) back for a report: the
-verdict, the baseline it was checked against, the rule set, and the doctor's findings
-(see :mod:`gpulane.analysis.report.checks` for their form)."""
+verdict, the baseline it was checked against, and the doctor's findings (see
+:mod:`gpulane.analysis.report.checks` for their form; ``"doctor": {"ran": false}`` beside
+an empty list means the doctor did not run)."""
 
 from __future__ import annotations
 
@@ -37,6 +38,9 @@ def read_accept(path: Path, what: str = "--accept") -> AcceptFile:
     except (AttributeError, TypeError) as err:
         raise InputError(f"{what}: {path}: a check is not as accept writes it ({err})") from err
     findings = data.get("findings")
+    doctor = data.get("doctor")
+    if isinstance(doctor, dict) and doctor.get("ran") is False:
+        findings = None  # accept keeps an empty list when its doctor did not run
     return AcceptFile(
         verdict,
         str(data["baseline"]) if data.get("baseline") else None,

@@ -47,17 +47,17 @@ def _span(delta: pd.Timedelta) -> str:
 
 
 def transport_of(rows: pd.DataFrame) -> str:
-    """What NCCL used between the ranks, from the rows' ``transport`` (or ``extra.nccl``);
-    'unknown' when no row says."""
+    """What NCCL used between the ranks: per row ``extra.nccl`` (transport and channels)
+    or the ``transport`` field; 'unknown' when no row says."""
     found: list[str] = []
-    if "transport" in rows.columns:
-        found += [str(t) for t in rows["transport"].dropna() if str(t)]
-    for extra in rows.get("extra", pd.Series(dtype=object)):
+    transports = rows["transport"] if "transport" in rows.columns else [None] * len(rows)
+    for extra, transport in zip(rows.get("extra", [None] * len(rows)), transports, strict=True):
         nccl = extra.get("nccl") if isinstance(extra, dict) else None
         if isinstance(nccl, dict) and nccl.get("transport"):
-            found.append(str(nccl["transport"]))
-        elif isinstance(nccl, str) and nccl:
-            found.append(nccl)
+            channels = nccl.get("channels")
+            found.append(str(nccl["transport"]) + (f", {channels} channels" if channels else ""))
+        elif isinstance(transport, str) and transport:
+            found.append(transport)
     return values_text(found) if found else "unknown"
 
 

@@ -20,6 +20,7 @@ from typing import Any
 import pandas as pd
 
 from gpulane.analysis.report import render_report
+from gpulane.analysis.report.accept_json import read_accept
 from gpulane.analysis.rules import FAIL, Check, Verdict, evaluate, load_rules
 from gpulane.analysis.store import BASELINES_DIR, load_frame
 from gpulane.campaigns.accept.inputs import resolve_baseline, resolve_topology, store_baseline
@@ -142,8 +143,8 @@ def run_accept(cfg: AcceptConfig) -> Outcome:
                 topology_source=topology_src,
                 rule_set=_rule_set_name(cfg),
                 baseline=baseline,
-                # accept.json's "findings" (gpulane doctor), when the run has them
-                findings=findings if isinstance(findings := meta.get("findings"), list) else None,
+                # the doctor's findings as accept.json (just written) holds them
+                findings=read_accept(out / ACCEPT_JSON, "accept").findings,
                 baseline_source=baseline_src,
             ),
             encoding="utf-8",
