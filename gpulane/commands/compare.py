@@ -124,6 +124,8 @@ def html_page(cmp: Comparison, sides: list[tuple[str, pd.DataFrame]], model: str
 
 def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
+    if args.model not in (None, "none"):
+        advisor_model(pd.DataFrame(), args.model)  # a model that does not exist: before anything
     filters = Filters(
         kind=args.kind, op=args.op, where=args.where, size_min=args.size_min, size_max=args.size_max
     )

@@ -220,3 +220,8 @@ def test_bad_inputs_are_one_line(builds: Path, tmp_path: Path) -> None:
     out = tmp_path / "no-such-dir" / "cmp.md"
     one_line_error(gpulane("compare", str(builds / "nvlink"), str(builds / "socket"), "-o", str(out), cwd=tmp_path), "-o", "cannot write")  # fmt: skip
     one_line_error(gpulane("compare", str(builds / "nvlink"), str(builds / "socket"), "--html", str(out), cwd=tmp_path), "--html", "cannot write")  # fmt: skip
+    # an advisor model that does not exist: before any table is printed
+    proc = gpulane("compare", str(builds / "nvlink"), str(builds / "socket"), "--html",
+                   str(tmp_path / "x.html"), "--model", "nosuch", cwd=tmp_path)  # fmt: skip
+    one_line_error(proc, "--model nosuch: no such model")
+    assert proc.stdout == ""
