@@ -175,7 +175,7 @@ def join_rows(rows: Sequence[dict[str, Any]], builds: Sequence[str] = ()) -> lis
             t = bw = comm_ms = share = None
             extrapolated, note = False, None
             if curve is None:
-                note = f"no {op} rows of build {build} over {tp} ranks"
+                note = _why_no_curve(curves, build, op, tp or 0)
             else:
                 t, bw, extrapolated = curve.at(size)
                 if bw is None:
@@ -215,6 +215,23 @@ def join_rows(rows: Sequence[dict[str, Any]], builds: Sequence[str] = ()) -> lis
                 )
             )
     return out
+
+
+def _why_no_curve(curves: dict[tuple[str, str, int], Curve], build: str, op: str, n: int) -> str:
+    """Why a tokens row found no curve: which builds and rank counts the rows do have."""
+    others = sorted((b, m) for b, o, m in curves if o == op)
+    head = f"no {op} rows of build {build} over {n} ranks"
+    if not others:
+        return f"{head}, and no {op} rows of any build"
+    have = ", ".join(f"build {b} over {m} ranks" for b, m in others)
+    same_ranks = [b for b, m in others if m == n]
+    hint = (
+        f"; label both runs with the same build=LABEL to join them (build {same_ranks[0]} has "
+        f"{op} over {n} ranks)"
+        if same_ranks
+        else f"; measure {op} over {n} ranks on build {build}"
+    )
+    return f"{head} (the rows have {have}){hint}"
 
 
 def _busbw(op: str, size: int, t_us: float, n: int) -> float:

@@ -1,4 +1,5 @@
-"""`gpulane compare RUN_OR_BUILD...`: builds or runs side by side, with ratios and paths."""
+"""`gpulane compare RUN_OR_BUILD...`: builds or runs side by side, with ratios and paths;
+``--html`` the build comparison page, ``--plot`` its plots as PNG."""
 
 from __future__ import annotations
 
@@ -7,9 +8,11 @@ import json
 import sys
 from pathlib import Path
 
-from gpulane.analysis import plots
+import pandas as pd
+
 from gpulane.analysis.compare import (
     DEFAULT_METRICS,
+    Comparison,
     compare,
     print_terminal,
     to_csv,
@@ -24,7 +27,7 @@ Each RUN_OR_BUILD is a run directory, a rows file, a directory of runs, a run id
 build label (looked up under --results-dir). The first one is the reference for ratios.
 
 examples:
-  gpulane compare nvlink pcie-host socket
+  gpulane compare nvlink pcie-host socket --html builds.html
   gpulane compare runs/20261122-0102-vm-ab12 runs/20261123-0940-vm-77cd --format markdown
   gpulane compare x16-gen4 riser-x4 --op all_reduce --size-min 1M --plot plots/
 """
@@ -42,7 +45,17 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--results-dir", default="runs", help="where run ids and builds are looked up")
     p.add_argument("--format", choices=("table", "markdown", "csv", "json"), default="table")
     p.add_argument("-o", "--output", help="write the table here instead of stdout")
-    p.add_argument("--plot", metavar="DIR", help="write busbw.png, copy.png, tokens.png here")
+    p.add_argument(
+        "--html",
+        metavar="PAGE",
+        help="write the build comparison page (verdict, topology, plots, advisor) here",
+    )
+    p.add_argument("--plot", metavar="DIR", help="write the page's plots here as PNG")
+    p.add_argument(
+        "--model",
+        help="model the advisor splits on the page (default: the model the token rows "
+        "name, else advise's default); 'none' leaves the advisor out",
+    )
     p.add_argument(
         "--metrics",
         default=",".join(DEFAULT_METRICS),
@@ -57,8 +70,62 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def text_of(cmp: Comparison, fmt: str) -> str:
+    if fmt == "markdown":
+        return to_markdown(cmp)
+    if fmt == "csv":
+        return to_csv(cmp)
+    return json.dumps(
+        {
+            "sides": cmp.labels,
+            "figures": json.loads(cmp.table.to_json(orient="records")),
+            "summary": json.loads(cmp.summary.to_json(orient="records")),
+            "not_compared": cmp.notes,
+        },
+        indent=1,
+    )
+
+
+def write_text(path: str, what: str, fill: object) -> None:
+    """Write to ``path`` with ``fill(fh)``; an unwritable path is bad input, one line."""
+    try:
+        with open(path, "w", encoding="utf-8") as fh:
+            fill(fh)  # type: ignore[operator]
+    except OSError as err:
+        raise InputError(f"{what}: cannot write {path}: {err.strerror or err}") from err
+
+
+def advisor_model(frame: pd.DataFrame, wanted: str | None) -> str | None:
+    """The model option the page's advisor uses: --model, else the one model the token
+    rows name when the configuration knows it, else advise's default (None)."""
+    from gpulane.commands.hydra_app import config_options
+
+    known = config_options("model")
+    if wanted:
+        if wanted not in known:
+            raise InputError(f"--model {wanted}: no such model; choose one of {', '.join(known)}")
+        return wanted
+    tokens = frame[frame["kind"] == "tokens"] if len(frame) else frame
+    named = {str(m) for m in tokens["model"].dropna()} if len(tokens) else set()
+    return named.pop() if len(named) == 1 and next(iter(named)) in known else None
+
+
+def html_page(cmp: Comparison, sides: list[tuple[str, pd.DataFrame]], model: str | None) -> str:
+    from gpulane.analysis.report.topology import build_topologies
+    from gpulane.commands.hydra_app import compose_typed
+    from gpulane.planning.builds import compare_page
+
+    cfg = None
+    if model != "none":
+        name = advisor_model(cmp.frame, model)
+        cfg = compose_typed("advise", [f"model={name}"] if name else [])
+    return compare_page(cmp, build_topologies(sides), cfg)
+
+
 def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
+    if args.model not in (None, "none"):
+        advisor_model(pd.DataFrame(), args.model)  # a model that does not exist: before anything
     filters = Filters(
         kind=args.kind, op=args.op, where=args.where, size_min=args.size_min, size_max=args.size_max
     )
@@ -69,40 +136,32 @@ def main(argv: list[str]) -> int:
     metrics = [m.strip() for m in args.metrics.split(",") if m.strip()]
     cmp = compare(sides, metrics=metrics, shared_only=not args.all)
     if cmp.table.empty:
-        sys.stderr.write(
-            "gpulane: warning: no figure is shared by " + ", ".join(cmp.labels) + " (try --all)\n"
+        why = "; ".join(cmp.notes) or "no rows of the metrics asked for"
+        raise InputError(
+            f"no figure is shared by {', '.join(cmp.labels)}: {why}; --all lists them side by side"
         )
     if args.format == "table":
         if args.output:
-            with open(args.output, "w", encoding="utf-8") as fh:
-                print_terminal(cmp, file=fh)
+            write_text(args.output, "-o", lambda fh: print_terminal(cmp, file=fh))
         else:
             print_terminal(cmp)
     else:
-        if args.format == "markdown":
-            text = to_markdown(cmp)
-        elif args.format == "csv":
-            text = to_csv(cmp)
-        else:
-            text = json.dumps(
-                {
-                    "sides": cmp.labels,
-                    "figures": json.loads(cmp.table.to_json(orient="records")),
-                    "summary": json.loads(cmp.summary.to_json(orient="records")),
-                },
-                indent=1,
-            )
+        text = text_of(cmp, args.format)
+        text = text if text.endswith("\n") else text + "\n"
         if args.output:
-            Path(args.output).write_text(text, encoding="utf-8")
+            write_text(args.output, "-o", lambda fh: fh.write(text))
         else:
-            sys.stdout.write(text if text.endswith("\n") else text + "\n")
+            sys.stdout.write(text)
+    if args.html:
+        page = html_page(cmp, sides, args.model)
+        write_text(args.html, "--html", lambda fh: fh.write(page))
+        print(f"# page: {args.html}")
     if args.plot:
-        out = Path(args.plot)
-        try:
-            out.mkdir(parents=True, exist_ok=True)
-        except OSError as err:
-            raise InputError(f"--plot: cannot create {out}: {err.strerror}") from err
-        for name, png in plots.all_plots(cmp.frame, series="side").items():
-            (out / f"{name}.png").write_bytes(png)
-            print(f"# plot: {out / (name + '.png')}")
+        from gpulane.analysis import plots
+
+        colour_of = plots.colours(cmp.labels)
+        for path in plots.write_pngs(
+            plots.all_plots(cmp.frame, "side", colour_of), Path(args.plot)
+        ):
+            print(f"# plot: {path}")
     return 0

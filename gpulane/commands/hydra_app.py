@@ -209,3 +209,33 @@ def run_hydra(config_name: str, task: Task, argv: list[str], prog: str) -> int:
     finally:
         sys.argv = saved
     return max(statuses, default=0)
+
+
+def compose_typed(config_name: str, overrides: list[str]) -> Any:
+    """``config_name``'s configuration with ``overrides``, as its typed object, for a
+    command that is not a Hydra app (compare) or runs inside one (a multirun callback)."""
+    from hydra import compose, initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
+
+    register()
+    try:
+        if GlobalHydra.instance().is_initialized():
+            cfg = compose(config_name, overrides=overrides)
+        else:
+            with initialize_config_module("gpulane.conf", version_base="1.3"):
+                cfg = compose(config_name, overrides=overrides)
+    except MissingConfigException as err:
+        raise InputError(_missing_option(str(err))) from None
+    except ConfigCompositionException as err:
+        raise InputError(_composition(err, config_name, overrides)) from None
+    except OmegaConfBaseException as err:
+        raise InputError(config_error(err)) from None
+    return typed(cfg, COMMANDS[config_name])
+
+
+def config_options(group: str) -> list[str]:
+    """The options of a configuration group (``model``: llama3-8b, tiny, ...)."""
+    from importlib.resources import files
+
+    folder = files("gpulane.conf").joinpath(group)
+    return sorted(p.name[: -len(".yaml")] for p in folder.iterdir() if p.name.endswith(".yaml"))

@@ -46,11 +46,18 @@ def main(argv: list[str]) -> int:
     from rich.console import Console
 
     Console(highlight=False, width=None if sys.stdout.isatty() else 200).print(table(joined))
+    # why cells are '-': each distinct reason once, under the table
+    for note in dict.fromkeys(j.note for j in joined if j.note and j.collective_us is None):
+        sys.stdout.write(f"# -: {note}\n")
     return 0
 
 
 def _f(x: float | None, spec: str) -> str:
     return "-" if x is None else format(x, spec)
+
+
+def _pct(share: float | None) -> str:
+    return "-" if share is None else f"{100 * share:.0f}%"
 
 
 def table(joined: list[Joined]) -> object:
@@ -95,7 +102,7 @@ def table(joined: list[Joined]) -> object:
             _f(j.collective_us, ".1f") + ("*" if j.extrapolated else ""),
             _f(j.busbw_gbps, ".2f"),
             _f(j.comm_ms_per_step, ".3f"),
-            _f(None if j.comm_share_est is None else 100 * j.comm_share_est, ".0f") + "%",
-            _f(None if j.comm_share is None else 100 * float(j.comm_share), ".0f") + "%",
+            _pct(j.comm_share_est),
+            _pct(None if j.comm_share is None else float(j.comm_share)),
         )
     return t

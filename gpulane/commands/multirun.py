@@ -1,5 +1,9 @@
 """Hydra multirun (``-m``) hooks, named in the configuration (``hydra.callbacks``).
 
+:class:`CompareCallback` (conf/common.yaml, so every command has it): when a multirun is
+over, the compare table of the runs it made, first to last, and the same comparison as
+a page, ``compare.html`` in the multirun directory (``hydra.sweep.dir``).
+
 :class:`SlurmArrayCallback` (conf/launcher/slurm.yaml): under ``-m`` it copies
 ``launcher.*`` into ``hydra.launcher`` before hydra-submitit-launcher submits the job
 array, or, with ``launcher.pack=true``, swaps in Hydra's basic launcher so that every
@@ -9,6 +13,7 @@ combination is queued here and one packed job runs them all
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from hydra.experimental.callback import Callback
@@ -16,7 +21,7 @@ from omegaconf import DictConfig, OmegaConf, flag_override
 
 from gpulane.config.commands import SweepConfig
 from gpulane.config.load import typed
-from gpulane.errors import InputError, print_error
+from gpulane.errors import GpulaneError, InputError, print_error, print_warning
 from gpulane.launch.slurm.settings import hydra_launcher_settings, settings
 from gpulane.session.packing import finish_packing, start_packing
 
@@ -53,3 +58,62 @@ class SlurmArrayCallback(Callback):  # type: ignore[misc]
         status = finish_packing()
         if status:
             raise SystemExit(status)
+
+
+COMPARE_PAGE = "compare.html"
+
+
+class CompareCallback(Callback):  # type: ignore[misc]
+    """The compare table and page of the runs a multirun made (run directories that
+    appeared under ``results_dir`` while it ran)."""
+
+    def __init__(self) -> None:
+        self.root: Path | None = None
+        self.before: set[Path] = set()
+        self.sweep_dir: Path | None = None
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        from gpulane.analysis.store import find_run_dirs
+
+        self.root = Path(str(config.get("results_dir") or "runs"))
+        self.before = set(find_run_dirs(self.root))
+        self.sweep_dir = Path(str(config.hydra.sweep.dir))
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        if self.root is None:
+            return
+        try:
+            compare_runs(self.root, self.before, self.sweep_dir)
+        except GpulaneError as err:  # the runs stand; only their comparison is missing
+            print_warning(f"multirun: no comparison: {err}")
+
+
+def compare_runs(root: Path, before: set[Path], sweep_dir: Path | None) -> None:
+    from gpulane.analysis.compare import compare, print_terminal
+    from gpulane.analysis.store import find_run_dirs, load_frame
+    from gpulane.commands.compare import html_page
+
+    made = sorted(set(find_run_dirs(root)) - before, key=lambda d: d.name)
+    if len(made) < 2:
+        print(f"# multirun: {len(made)} run(s) made, nothing to compare")
+        return
+    frames = [(d, load_frame([d])) for d in made]
+    builds = [sorted({str(b) for b in f["build"].dropna()}) for _, f in frames]
+    # the runs' build labels when they tell the runs apart (-m preset=...), else the run
+    # directories' names (-m dtype=float,half: one build)
+    labels = [b[0] if len(b) == 1 else "" for b in builds]
+    if "" in labels or len(set(labels)) < len(labels):
+        labels = [d.name for d, _ in frames]
+    sides = [(label, f) for label, (_, f) in zip(labels, frames, strict=True)]
+    cmp = compare(sides)
+    print(f"# multirun: {len(made)} runs compared, ratios to the first")
+    print_terminal(cmp)
+    if cmp.table.empty or sweep_dir is None:
+        return
+    page = sweep_dir / COMPARE_PAGE
+    try:
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        page.write_text(html_page(cmp, sides, None), encoding="utf-8")
+    except OSError as err:
+        raise InputError(f"cannot write {page}: {err.strerror or err}") from err
+    print(f"# page: {page}")

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from gpulane.analysis.report import render_report
-from gpulane.analysis.rules import Check, Verdict
+from gpulane.analysis.report.accept_json import read_accept
 from gpulane.analysis.store import Filters, load_frame
 from gpulane.campaigns.accept import ACCEPT_JSON, REPORT_HTML
 from gpulane.commands.args import ArgumentParser
@@ -30,23 +29,13 @@ def parser() -> argparse.ArgumentParser:
         help="topology JSON from `gpulane topo --json`; auto: topology.json in the run; none",
     )
     p.add_argument("--accept", help=f"accept.json to show (default: RUN/{ACCEPT_JSON} if present)")
+    p.add_argument("--plot", metavar="DIR", help="also write the plots here as PNG")
     p.add_argument("--title")
     p.add_argument("--kind", action="append", default=[])
     p.add_argument("--op", action="append", default=[])
     p.add_argument("--build", action="append", default=[])
     p.add_argument("--where", help="pandas query on the rows")
     return p
-
-
-def load_verdict(path: Path) -> Verdict:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        fields = set(Check.__dataclass_fields__)
-        return Verdict(
-            [Check(**{k: v for k, v in c.items() if k in fields}) for c in data["checks"]]
-        )
-    except (OSError, json.JSONDecodeError, KeyError, TypeError) as err:
-        raise InputError(f"--accept: {path}: not an accept.json ({err})") from err
 
 
 def main(argv: list[str]) -> int:
@@ -60,16 +49,22 @@ def main(argv: list[str]) -> int:
     topology, topology_src = resolve_topology(args.topology, paths)
     first = paths[0] if paths[0].is_dir() else paths[0].parent
     accept_file = Path(args.accept) if args.accept else first / ACCEPT_JSON
-    verdict = load_verdict(accept_file) if (args.accept or accept_file.exists()) else None
+    accepted = read_accept(accept_file) if (args.accept or accept_file.exists()) else None
+    baseline = None
+    if accepted is not None and accepted.baseline and Path(accepted.baseline).exists():
+        baseline = load_frame([accepted.baseline])
     out = Path(args.output) if args.output else first / REPORT_HTML
     title = args.title or "gpulane report: " + ", ".join(p.name for p in paths)
     text = render_report(
         frame,
         topology,
-        verdict,
+        accepted.verdict if accepted else None,
         title=title,
         sources=[str(p) for p in paths],
         topology_source=topology_src,
+        baseline=baseline,
+        findings=accepted.findings if accepted else None,
+        baseline_source=accepted.baseline if accepted else None,
     )
     try:
         out.write_text(text, encoding="utf-8")
@@ -78,4 +73,9 @@ def main(argv: list[str]) -> int:
             f"cannot write {out}: {err.strerror or err}; choose another with -o"
         ) from err
     print(f"# report: {out}")
+    if args.plot:
+        from gpulane.analysis import plots
+
+        for path in plots.write_pngs(plots.all_plots(frame), args.plot):
+            print(f"# plot: {path}")
     return 0

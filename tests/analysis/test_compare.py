@@ -16,6 +16,7 @@ from gpulane.analysis.store import load_frame
 from gpulane.commands import compare as compare_command
 from gpulane.errors import InputError
 from tests.analysis.fixture_rows import copy_rows, nccl_rows, tokens_rows, write_run
+from tests.helpers import gpulane
 
 
 @pytest.fixture
@@ -100,7 +101,14 @@ def test_compare_command(runs: Path, tmp_path: Path, capsys: pytest.CaptureFixtu
     assert code == 0
     out = capsys.readouterr().out
     assert "Compare: nvlink vs pcie-host" in out and "0.083" in out
-    for name in ("busbw", "copy", "tokens"):
+    names = sorted(p.stem for p in plots.glob("*.png"))
+    assert names == [
+        "collective-all_gather-nccl-tests-float-2-ranks",  # only nvlink has it: still drawn
+        "collective-all_reduce-nccl-tests-float-2-ranks",
+        "copies",
+        "tokens-llama-1b-input-128-output-128",
+    ]
+    for name in names:
         png = (plots / f"{name}.png").read_bytes()
         assert png.startswith(b"\x89PNG") and len(png) > 10_000
     assert (
@@ -166,3 +174,51 @@ def test_compare_cli_markdown_in_a_real_process(runs: Path) -> None:
         timeout=120,
     )
     assert bad.returncode == 2 and "riser-x4" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def world_sizes(tmp_path: Path) -> Path:
+    """Two builds measured over different numbers of ranks: nothing in common."""
+    root = tmp_path / "ws"
+    write_run(root, nccl_rows("h200x2/nccl-tests-all_reduce.txt", build="two", run_id="r2"))
+    write_run(
+        root,
+        nccl_rows(
+            "h200x2/nccl-tests-all_reduce.txt", build="four", run_id="r4", world_size=4, path=None
+        ),
+    )
+    return root
+
+
+def test_nothing_shared_names_the_key_that_kept_figures_apart(tmp_path: Path) -> None:
+    root = world_sizes(tmp_path)
+    proc = gpulane("compare", str(root / "r2"), str(root / "r4"), cwd=tmp_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert line == (
+        "gpulane: error: no figure is shared by two, four: collective figures differ in "
+        "world_size (two: 2; four: 4); --all lists them side by side"
+    )
+    # --all: both, each label once with the key that tells them apart, no nan anywhere
+    proc = gpulane(
+        "compare", str(root / "r2"), str(root / "r4"), "--all", "--size-max", "16",
+        "--format", "markdown", cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "nan" not in proc.stdout
+    table = proc.stdout.split("### Figures")[1]
+    figures = [
+        ln.split("|")[2].strip() for ln in table.splitlines() if ln.startswith("| collective")
+    ]
+    assert len(figures) == len(set(figures)) == 8
+    assert "all_reduce float 8 B (world_size 2)" in figures
+    assert "all_reduce float 8 B in-place (world_size 4)" in figures
+    assert "| 0 | - | - | NV18 \\| - |" in proc.stdout
+
+
+def test_partly_shared_says_which_kinds_were_not_compared(runs: Path) -> None:
+    frame = load_frame([runs])
+    nv = frame[frame["build"] == "nvlink"]
+    other = frame[(frame["build"] == "pcie-host") & (frame["kind"] != "tokens")]
+    cmp = compare([("nvlink", nv), ("pcie-host", other)])
+    assert cmp.notes == ["pcie-host has no token rows"]
+    assert "- not compared: pcie-host has no token rows" in to_markdown(cmp)

@@ -96,3 +96,27 @@ def test_command_over_run_dirs(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert main([str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "nvlink" in out and "socket" in out and "all_reduce" in out
+
+
+def test_dashes_say_why_when_builds_differ(tmp_path: Path) -> None:
+    """Token rows of one build, collective rows of another (the recorded 2xH200 runs):
+    every cell is '-', and the command says why and what to do."""
+    import shutil
+
+    from tests.helpers import gpulane
+    from tests.report_pages import BENCH
+
+    builds = BENCH / "inference/h200x2/builds"
+    shutil.copytree(builds / "20261122-032835-nvlink-2755", tmp_path / "runs/tokens")
+    shutil.copytree(builds / "20261122-032945-pcie-host-e43c", tmp_path / "runs/sweep")
+    proc = gpulane("join", str(tmp_path / "runs"), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert (
+        "# -: no all_reduce rows of build nvlink over 2 ranks (the rows have build pcie-host "
+        "over 2 ranks); label both runs with the same build=LABEL to join them"
+    ) in proc.stdout
+    assert (
+        "# -: no all_gather rows of build nvlink over 2 ranks, and no all_gather rows of any build"
+        in proc.stdout
+    )
+    assert "-%" not in proc.stdout

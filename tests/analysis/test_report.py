@@ -1,207 +1,227 @@
-"""The HTML report, rendered in a real headless browser (Debian's chromium)."""
+"""Every page rendered in a real headless browser (Debian's chromium): the build comparison
+page of the recorded 2×H200 builds, the report of 100 runs, a single run's report, the
+accept report; each through the real command, on the real files."""
 
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
-import sys
-from html.parser import HTMLParser
+import math
+import re
+import statistics
 from pathlib import Path
 
 import pytest
 
-from gpulane.analysis.report import render_report
-from gpulane.analysis.rules import evaluate
-from gpulane.analysis.store import load_frame
-from tests.analysis.fixture_rows import (
-    copy_rows,
-    downtrained,
-    h200_topology,
-    nccl_rows,
-    tokens_rows,
-    write_run,
-)
-from tests.analysis.rules.rule_sets import rule_set
+from tests.browser import assert_fits, render
+from tests.helpers import gpulane
+from tests.report_pages import BENCH, recorded_builds, synthetic_runs
 
-CHROMIUM_FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--hide-scrollbars",
-]
+MAX_PAGE_BYTES = 2 * 1024 * 1024
+SECTIONS_COMPARE = ("verdict", "topology", "collectives", "copies", "tokens", "advice", "figures")
 
 
-def chromium() -> str:
-    for name in ("chromium", "chromium-browser"):
-        path = shutil.which(name)
-        if path:
-            return path
-    pytest.fail(
-        "chromium is not installed (apt-get install -y chromium): the report test needs a real browser"
-    )
+@pytest.fixture(scope="module")
+def builds(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return recorded_builds(tmp_path_factory.mktemp("builds"))
 
 
-class Dom(HTMLParser):
-    """What the browser's DOM holds: elements by id, images, table cells."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.ids: dict[str, str] = {}
-        self.imgs: list[dict[str, str]] = []
-        self.text: list[str] = []
-        self.rows_in: dict[str, int] = {}
-        self._table: list[str] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        a = {k: v or "" for k, v in attrs}
-        if "id" in a:
-            self.ids[a["id"]] = tag
-        if tag == "img":
-            self.imgs.append(a)
-        if tag == "table":
-            self._table.append(a.get("id", ""))
-        if tag == "tr" and self._table:
-            self.rows_in[self._table[-1]] = self.rows_in.get(self._table[-1], 0) + 1
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag == "table" and self._table:
-            self._table.pop()
-
-    def handle_data(self, data: str) -> None:
-        if data.strip():
-            self.text.append(data.strip())
+@pytest.fixture(scope="module")
+def hundred(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return synthetic_runs(tmp_path_factory.mktemp("hundred") / "runs", runs=100)
 
 
-def browse(html_file: Path, tmp: Path) -> tuple[Dom, Path]:
-    exe = chromium()
-    profile = tmp / "chromium-profile"
-    shot = tmp / "screenshot.png"
-    url = html_file.resolve().as_uri()
-    base = [exe, *CHROMIUM_FLAGS, f"--user-data-dir={profile}"]
-    proc = subprocess.run([*base, "--dump-dom", url], capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    dom = Dom()
-    dom.feed(proc.stdout)
-    proc = subprocess.run(
-        [*base, "--window-size=1400,2400", f"--screenshot={shot}", url],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 0 and shot.exists(), proc.stderr[-2000:]
-    return dom, shot
+def rows_of(directory: Path) -> list[dict]:  # type: ignore[type-arg]
+    out = []
+    for f in sorted(directory.rglob("rows.jsonl")):
+        out += [json.loads(line) for line in f.read_text().splitlines() if line.strip()]
+    return out
 
 
-def assert_nontrivial_png(path: Path) -> None:
-    import matplotlib.image as mpimg
+def busbw_ratio_at_64m(builds: Path, build: str, reference: str = "nvlink") -> float:
+    """The geometric mean of build/reference all_reduce busbw over the figures both
+    measured at 64 MiB and up, straight from the rows files."""
 
-    data = path.read_bytes()
-    assert data.startswith(b"\x89PNG") and len(data) > 20_000
-    img = mpimg.imread(path)
-    assert img.shape[0] >= 1000 and img.shape[1] >= 1000
-    # Not a blank page: many distinct colours and real contrast.
-    flat = (img[..., :3] * 255).astype("uint8").reshape(-1, 3)
-    assert len({tuple(p) for p in flat[:: max(1, len(flat) // 50_000)]}) > 50
-    assert float(img[..., :3].std()) > 0.05
+    def medians(name: str) -> dict[tuple, float]:  # type: ignore[type-arg]
+        points: dict[tuple, list[float]] = {}  # type: ignore[type-arg]
+        for r in rows_of(builds / name):
+            measured = r["kind"] == "collective" and r["op"] == "all_reduce" and r["status"] == "ok"
+            if measured and r["size_bytes"] >= 64 << 20 and (r["busbw_gbps"] or 0) > 0:
+                key = (r["dtype"], r["in_place"], bool(r.get("graph")), r["size_bytes"])
+                points.setdefault(key, []).append(r["busbw_gbps"])
+        return {k: statistics.median(v) for k, v in points.items()}
 
-
-@pytest.fixture
-def group(tmp_path: Path) -> Path:
-    root = tmp_path / "group"
-    write_run(
-        root,
-        nccl_rows("h200x2/nccl-tests-all_reduce.txt", build="nvlink", run_id="r-nvlink")
-        + nccl_rows("h200x2/nccl-tests-all_gather.txt", build="nvlink", run_id="r-nvlink")
-        + copy_rows(build="nvlink", run_id="r-nvlink", p2p_gbps={("GPU0", "GPU1"): 390.0})
-        + tokens_rows(build="nvlink", run_id="r-nvlink", rate=1000.0),
-    )
-    write_run(
-        root,
-        nccl_rows(
-            "h200x2/nccl-tests-all_reduce-p2p-disabled.txt", build="pcie-host", run_id="r-pcie"
-        ),
-    )
-    (root / "topology.json").write_text(json.dumps(downtrained(h200_topology(), "GPU1", 4, 8)))
-    return root
+    a, b = medians(reference), medians(build)
+    ratios = [b[k] / a[k] for k in a.keys() & b.keys()]
+    assert len(ratios) >= 10
+    return math.exp(sum(math.log(r) for r in ratios) / len(ratios))
 
 
-def test_report_in_a_real_browser(group: Path, tmp_path: Path) -> None:
-    frame = load_frame([group])
-    topology = json.loads((group / "topology.json").read_text())
-    verdict = evaluate(frame, rule_set(), topology)
-    assert not verdict.passed
-    html_file = tmp_path / "report.html"
-    html_file.write_text(
-        render_report(frame, topology, verdict, title="gpulane accept: test", sources=[str(group)])
-    )
-    text = html_file.read_text()
-    # Self-contained: nothing fetched from anywhere.
-    assert "http://" not in text and "https://" not in text and "<script" not in text
+def test_compare_page_of_the_recorded_builds(builds: Path, tmp_path: Path) -> None:
+    page, plots = tmp_path / "builds.html", tmp_path / "plots"
+    proc = gpulane(
+        "compare", *(str(builds / b) for b in ("nvlink", "pcie-host", "socket")),
+        "--html", str(page), "--plot", str(plots), cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert f"# page: {page}" in proc.stdout
+    text = page.read_text()
+    assert len(text.encode()) < MAX_PAGE_BYTES
+    assert not re.search(r'(src|href)="(https?:)?//', text)  # nothing fetched
+    pngs = sorted(p.name for p in plots.glob("*.png"))
+    assert "tokens-llama3-8b-input-1024-output-64.png" in pngs
+    assert any(n.startswith("collective-all_reduce") for n in pngs)
 
-    dom, shot = browse(html_file, tmp_path)
-    for element_id in (
-        "verdict",
-        "checks",
-        "summary",
-        "topology-matrix",
-        "topology-gpus",
-        "topology-p2p",
-        "topology-warnings",
-        "table-collective",
-        "table-copy",
-        "table-tokens",
-    ):
-        assert element_id in dom.ids, element_id
-    plots = {i["id"]: i for i in dom.imgs}
-    assert set(plots) == {"plot-busbw", "plot-copy", "plot-tokens"}
-    for img in plots.values():
-        assert img["src"].startswith("data:image/png;base64,") and len(img["src"]) > 10_000
-    assert dom.rows_in["checks"] == len(verdict.checks) + 1  # header row
-    assert dom.rows_in["topology-matrix"] == 3
-    words = " ".join(dom.text)
-    assert "FAIL" in words and "pcie_max_link" in words and "all_reduce_busbw_nvlink" in words
-    assert "PCIe link at Gen4 x8, capable of Gen5 x16 (downtrained)" in words
-    assert "NV18" in words
-    assert_nontrivial_png(shot)
+    shown = render(page, tmp_path / "browser")
+    dom = shown.dom
+    for section in SECTIONS_COMPARE:
+        assert section in dom.ids, section
+    # the sections come in the issue's order
+    order = [text.index(f'id="{s}"') for s in SECTIONS_COMPARE]
+    assert order == sorted(order)
+    words = dom.words()
+    # line 1: computed from the rows files, and the token rows of benchmarks/inference
+    pcie = busbw_ratio_at_64m(builds, "pcie-host")
+    sock = busbw_ratio_at_64m(builds, "socket")
+    assert f"pcie-host: all_reduce busbw {pcie:.2g}× nvlink at ≥ 64 MiB" in words
+    assert f"socket: all_reduce busbw {sock:.2g}× nvlink at ≥ 64 MiB" in words
+    # pcie-host TP=2 at batch 16: decode 2494.9 vs 2939.4 tok/s, prefill 32439 vs 63369
+    assert "TP=2 decode −15 %, prefill −49 % at batch 16" in words
+    # line 2: socket decodes faster with PP=2 (2326 tok/s) than TP=2 (1000 tok/s)
+    assert "decode faster with TP=2 on nvlink, pcie-host; PP=2 on socket" in words
+    assert "advisor, for throughput:" in words
+    # topology per build: the matrix, the PCIe links, and the transport said to be unknown
+    for i in range(3):
+        assert {f"topology-matrix-{i}", f"topology-gpus-{i}", f"advice-{i}"} <= set(dom.ids)
+    assert words.count("unknown: the rows do not say") == 3
+    assert "NCCL_P2P_DISABLE=1" in words and "NCCL_SHM_DISABLE=1" in words
+    assert "Gen5 x16" in words and "NV18" in words
+    # in-place and out-of-place apart, or the choice stated
+    assert "all_reduce · torch-nccl · bfloat16 (in-place only)" in words
+    assert 'id="plot-collective-all_reduce-nccl-tests-float"' in text
+    assert "No copy rows" in words
+    assert_fits(shown)
 
 
-def test_report_command(group: Path, tmp_path: Path) -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "gpulane.cli", "report", str(group)],
-        capture_output=True,
-        text=True,
-        timeout=180,
+def test_report_of_a_hundred_runs(hundred: Path, tmp_path: Path) -> None:
+    page = tmp_path / "hundred.html"
+    proc = gpulane(
+        "report", str(hundred), "-o", str(page), "--plot", str(tmp_path / "png"), cwd=tmp_path
     )
     assert proc.returncode == 0, proc.stderr
-    out = group / "report.html"
-    assert proc.stdout.strip() == f"# report: {out}"
-    dom, shot = browse(out, tmp_path)
-    assert "checks" not in dom.ids  # no accept.json: no acceptance section
-    assert {"plot-busbw", "plot-copy", "plot-tokens"} <= {i["id"] for i in dom.imgs}
-    assert "topology-matrix" in dom.ids and "table-collective" in dom.ids
-    assert_nontrivial_png(shot)
-    # A run with no topology and only one kind of row still renders.
-    single = tmp_path / "single.html"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "gpulane.cli",
-            "report",
-            str(group / "r-pcie"),
-            "-o",
-            str(single),
-            "--topology",
-            "none",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
+    text = page.read_text()
+    assert len(text.encode()) < MAX_PAGE_BYTES
+    shown = render(page, tmp_path / "browser")
+    dom, words = shown.dom, shown.dom.words()
+    # a time range, not a hundred start times
+    assert "2026-11-01 08:00 – 2026-11-10 22:24 UTC (9.6 days)" in words
+    assert len(re.findall(r"\d{4}-\d\d-\d\dT\d\d:\d\d", text)) <= 1  # the generation time
+    # runs grouped by build and kind: 4 builds x 3 kinds (+ the header row)
+    assert dom.rows_in["runs-by-build"] == 13
+    assert "P2P/CUMEM" in words and "NET/Socket" in words  # the transport, from extra.nccl
+    for section in ("summary", "collectives", "copies", "tokens", "topology", "errors"):
+        assert section in dom.ids or f"{section}-section" in dom.ids, section
+    # a wide table scrolls inside its own box instead of widening the page
+    assert shown.measure["scrolling"], shown.measure
+    assert_fits(shown)
+    assert len(list((tmp_path / "png").glob("*.png"))) == 4
+
+
+def test_report_of_one_run(builds: Path, tmp_path: Path) -> None:
+    run = builds / "nvlink" / "nccl-tests"
+    proc = gpulane("report", str(run), "-o", str(tmp_path / "one.html"), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
-    assert "No topology recorded" in single.read_text() and 'id="plot-busbw"' in single.read_text()
+    shown = render(tmp_path / "one.html", tmp_path / "browser")
+    words = shown.dom.words()
+    assert "8 B" in words and "8 GiB" in words
+    assert "No topology recorded" not in words  # builds/nvlink/topology.json, one level up
+    assert_fits(shown)  # no size cell wraps: "8 B" stays on one line
+
+
+def test_accept_report_plots_current_against_baseline(builds: Path, tmp_path: Path) -> None:
+    out = tmp_path / "accept"
+    proc = gpulane(
+        "accept", f"run={builds / 'socket'}", f"baseline={builds / 'nvlink'}", f"out={out}",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    page = out / "report.html"
+    text = page.read_text()
+    assert len(text.encode()) < MAX_PAGE_BYTES
+    shown = render(page, tmp_path / "browser")
+    dom, words = shown.dom, shown.dom.words()
+    for element in ("acceptance", "verdict", "checks", "findings", "plot-accept-margins"):
+        assert element in dom.ids, element
+    assert "FAIL" in words and "collective_busbw_vs_baseline" in words
+    # the current socket rows against the nvlink baseline, the failing points in red
+    curves = re.findall(r'<svg id="plot-accept-collective[^"]*".*?</svg>', text, re.S)
+    assert curves and any("#cf222e" in svg for svg in curves)
+    assert "failing check" in text and "baseline" in words
+    assert "The doctor did not run for this report" in words
+    assert_fits(shown)
+
+    # the doctor's findings, as accept.json carries them, beside the rules
+    accept = json.loads((out / "accept.json").read_text())
+    accept["findings"] = [
+        {"severity": "info", "check": "persistence", "title": "persistence mode off",
+         "evidence": "Persistence Mode : Disabled", "why": "first call slower", "fix": "nvidia-smi -pm 1"},
+        {"severity": "high", "check": "nccl_env", "title": "NCCL_P2P_DISABLE=1 set",
+         "evidence": "NCCL_P2P_DISABLE=1", "why": "NVLink unused", "fix": "unset NCCL_P2P_DISABLE"},
+    ]  # fmt: skip
+    (out / "accept.json").write_text(json.dumps(accept))
+    second = tmp_path / "with-findings.html"
+    proc = gpulane("report", str(builds / "socket"), "--accept", str(out / "accept.json"),
+                   "-o", str(second), cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    shown = render(second, tmp_path / "browser2")
+    assert shown.dom.rows_in["findings-table"] == 3
+    html = second.read_text()
+    assert html.index("NCCL_P2P_DISABLE=1 set") < html.index("persistence mode off")  # high first
+    assert_fits(shown)
+    accept["findings"] = []
+    (out / "accept.json").write_text(json.dumps(accept))
+    proc = gpulane("report", str(builds / "socket"), "--accept", str(out / "accept.json"),
+                   "-o", str(second), cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 0 and "The doctor found nothing." in second.read_text()
+    # accept keeps an empty list beside "doctor": {"ran": false} when its doctor did not run
+    accept["doctor"] = {"ran": False}
+    (out / "accept.json").write_text(json.dumps(accept))
+    proc = gpulane("report", str(builds / "socket"), "--accept", str(out / "accept.json"),
+                   "-o", str(second), cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 0 and "The doctor did not run" in second.read_text()
+
+
+def one_line_error(proc: object, *words: str) -> None:
+    assert proc.returncode == 2, proc.stdout + proc.stderr  # type: ignore[attr-defined]
+    err = proc.stderr.strip().splitlines()  # type: ignore[attr-defined]
+    assert len(err) == 1 and err[0].startswith("gpulane: error: "), err
+    for w in words:
+        assert w in err[0], (w, err[0])
+
+
+def test_bad_inputs_are_one_line(builds: Path, tmp_path: Path) -> None:
+    run = builds / "nvlink" / "nccl-tests"
+    not_json = BENCH / "collectives/h200x2/topo-m.txt"
+    junit = BENCH / "accept/h200x2/nvlink/junit.xml"
+    one_line_error(gpulane("report", str(run), "--topology", str(not_json), "-o", str(tmp_path / "x.html"), cwd=tmp_path), "topo-m.txt", "not JSON")  # fmt: skip
+    one_line_error(gpulane("report", str(run), "--accept", str(junit), "-o", str(tmp_path / "x.html"), cwd=tmp_path), "junit.xml", "not JSON")  # fmt: skip
+    one_line_error(gpulane("report", str(run), "--accept", str(not_json), cwd=tmp_path), "--accept")
+    # a directory whose only rows file is garbage Parquet
+    garbage = tmp_path / "garbage" / "run1"
+    garbage.mkdir(parents=True)
+    (garbage / "rows.parquet").write_bytes((BENCH / "accept/h200x2/plots/busbw.png").read_bytes())
+    for command in ("results", "compare", "report", "join"):
+        args = [str(garbage.parent)] * (2 if command == "compare" else 1)
+        one_line_error(
+            gpulane(command, *args, cwd=tmp_path),
+            "rows.parquet",
+            "not a readable rows Parquet file",
+        )
+    # compare -o to a path that cannot be written
+    out = tmp_path / "no-such-dir" / "cmp.md"
+    one_line_error(gpulane("compare", str(builds / "nvlink"), str(builds / "socket"), "-o", str(out), cwd=tmp_path), "-o", "cannot write")  # fmt: skip
+    one_line_error(gpulane("compare", str(builds / "nvlink"), str(builds / "socket"), "--html", str(out), cwd=tmp_path), "--html", "cannot write")  # fmt: skip
+    # an advisor model that does not exist: before any table is printed
+    proc = gpulane("compare", str(builds / "nvlink"), str(builds / "socket"), "--html",
+                   str(tmp_path / "x.html"), "--model", "nosuch", cwd=tmp_path)  # fmt: skip
+    one_line_error(proc, "--model nosuch: no such model")
+    assert proc.stdout == ""

@@ -20,6 +20,7 @@ from typing import Any
 import pandas as pd
 
 from gpulane.analysis.report import render_report
+from gpulane.analysis.report.accept_json import read_accept
 from gpulane.analysis.rules import FAIL, Check, Verdict, evaluate, load_rules
 from gpulane.analysis.store import BASELINES_DIR, load_frame
 from gpulane.campaigns.accept.findings import accept_doctor, findings_json
@@ -162,6 +163,10 @@ def run_accept(cfg: AcceptConfig) -> Outcome:
                 sources=[str(p) for p in paths],
                 topology_source=topology_src,
                 rule_set=_rule_set_name(cfg),
+                baseline=baseline,
+                # the doctor's findings as accept.json (just written) holds them
+                findings=read_accept(out / ACCEPT_JSON, "accept").findings,
+                baseline_source=baseline_src,
             ),
             encoding="utf-8",
         )

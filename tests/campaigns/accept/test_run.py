@@ -77,7 +77,7 @@ def test_accept_existing_rows_passes(nvlink_run: Path, tmp_path: Path) -> None:
     names = {c.get("classname") for c in suite.iter("testcase")}
     assert "gpulane.accept.pinned_h2d" in names
     html = (nvlink_run / "report.html").read_text()
-    assert 'id="checks"' in html and "PASS" in html and 'id="plot-busbw"' in html
+    assert 'id="checks"' in html and "PASS" in html and 'id="plot-accept-collective-' in html
 
 
 def test_accept_fails_naming_the_rule(socket_run: Path, tmp_path: Path) -> None:
