@@ -8,7 +8,7 @@ from gpulane.errors import InputError
 
 # format -> (module:function taking argv and returning an exit status, help)
 FORMATS: dict[str, tuple[str, str]] = {
-    "nccl-tests": ("gpulane.collectives.nccl_tests_parse:main", "nccl-tests text or -J JSON"),
+    "nccl-tests": ("gpulane.collectives.nccl_tests.importer:main", "nccl-tests text or -J JSON"),
     "bandwidthtest": ("gpulane.transfers.importers:main_bandwidthtest", "CUDA bandwidthTest"),
     "p2p": ("gpulane.transfers.importers:main_p2p", "p2pBandwidthLatencyTest"),
     "nvbandwidth": ("gpulane.transfers.importers:main_nvbandwidth", "nvbandwidth"),

@@ -112,9 +112,12 @@ _JSON_COLUMNS = ("env", "versions", "extra")
 
 
 class RowWriter:
-    """Appends rows to a run's JSON Lines file, durable after each row."""
+    """Appends rows to a run's JSON Lines file, durable after each row (with ``sync=False``,
+    written after each row and durable at close: for rows imported from a file, which can
+    be imported again)."""
 
-    def __init__(self, run_dir: str | os.PathLike[str]) -> None:
+    def __init__(self, run_dir: str | os.PathLike[str], *, sync: bool = True) -> None:
+        self.sync = sync
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.path = self.run_dir / ROWS_JSONL
@@ -130,14 +133,19 @@ class RowWriter:
                 raise
 
     def write(self, row: Row | dict[str, Any]) -> None:
-        data = row.to_dict() if isinstance(row, Row) else row
+        # The fields as they are (json.dumps copies nothing; to_dict deep-copies, slowly).
+        data = {name: getattr(row, name) for name in FIELDS} if isinstance(row, Row) else row
         # One write call per line: concurrent appenders never interleave within a line.
         self._fh.write(json.dumps(data, default=str) + "\n")
         self._fh.flush()
-        os.fsync(self._fh.fileno())
+        if self.sync:
+            os.fsync(self._fh.fileno())
 
     def close(self) -> None:
         if not self._fh.closed:
+            if not self.sync:
+                self._fh.flush()
+                os.fsync(self._fh.fileno())
             self._fh.close()
 
     def __enter__(self) -> RowWriter:

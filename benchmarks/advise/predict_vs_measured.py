@@ -21,7 +21,7 @@ from typing import Any
 
 from gpulane.analysis import advise as A
 from gpulane.analysis.store import find_run_dirs, load_frame, records
-from gpulane.collectives.nccl_tests_parse import rows_from_file
+from gpulane.collectives.nccl_tests.logs import rows_from_file
 from gpulane.inference.shapes import dtype_bytes, shape_from_config
 
 HERE = Path(__file__).resolve().parent

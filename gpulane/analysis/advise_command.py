@@ -57,7 +57,7 @@ def load_rows(
     for target in targets:
         p = Path(target)
         if p.is_file() and not p.name.endswith(ROWS_SUFFIXES):
-            from gpulane.collectives.nccl_tests_parse import rows_from_file
+            from gpulane.collectives.nccl_tests.logs import rows_from_file
 
             label = build or p.stem
             rows += [r.to_dict() for r in rows_from_file(p, build=label)]

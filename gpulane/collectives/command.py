@@ -139,7 +139,7 @@ def sweep(cfg: DictConfig) -> int:
         cfg, run, world_size=ranks, device=device, path=path_label(device, ranks), nodes=1
     )
     if backend == "nccl_tests":
-        from gpulane.collectives.nccl_tests import run_nccl_tests
+        from gpulane.collectives.nccl_tests.runner import run_nccl_tests
 
         return run_nccl_tests(saved, run, env)
     launcher = str(cfg.launcher.name)

@@ -13,7 +13,7 @@ import pytest
 
 from gpulane.analysis import advise as A
 from gpulane.analysis.advise_command import main
-from gpulane.collectives.nccl_tests_parse import rows_from_file
+from gpulane.collectives.nccl_tests.logs import rows_from_file
 from gpulane.errors import InputError
 from gpulane.inference.shapes import ModelShape, shape_from_config
 from gpulane.record import read_rows

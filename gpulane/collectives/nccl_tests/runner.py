@@ -30,15 +30,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpulane.collectives.nccl_tests_parse import (
-    EXIT_STATUS,
-    ErrorEvent,
-    TestRun,
-    parse_json,
-    parse_text,
-    rows_from_runs,
-    shaping_env,
+from gpulane.collectives.nccl_tests.args import test_args
+from gpulane.collectives.nccl_tests.binaries import (
+    find_binaries,
+    help_text,
+    supports_json,
+    supports_per_iter,
 )
+from gpulane.collectives.nccl_tests.jsonfile import parse_json
+from gpulane.collectives.nccl_tests.model import EXIT_STATUS, ErrorEvent, TestRun, shaping_env
+from gpulane.collectives.nccl_tests.rows import rows_from_runs
+from gpulane.collectives.nccl_tests.text import parse_text
 from gpulane.collectives.plan import SweepPlan, as_list, build_plan
 from gpulane.collectives.spec import collective
 from gpulane.collectives.table import SweepTable, print_run_header
@@ -46,152 +48,7 @@ from gpulane.errors import InputError, MissingComponent, ParseError, RunFailed
 from gpulane.record import Row, RowWriter
 from gpulane.runs import RunDir, Terminated, sigterm_as_exception
 
-HELP_TIMEOUT_S = 30.0
 KILL_GRACE_S = 5.0
-
-# ------------------------------------------------------------------------ finding binaries
-
-
-def search_dirs(home: str | None, environ: dict[str, str] | None = None) -> list[tuple[str, Path]]:
-    """(where, directory) in the order gpulane looks for nccl-tests binaries."""
-    environ = dict(os.environ) if environ is None else environ
-    dirs: list[tuple[str, Path]] = []
-    if home:
-        base = Path(str(home)).expanduser()
-        dirs += [("backend.home", base), ("backend.home", base / "build")]
-    env_home = environ.get("NCCL_TESTS_HOME")
-    if env_home:
-        base = Path(env_home).expanduser()
-        dirs += [("NCCL_TESTS_HOME", base), ("NCCL_TESTS_HOME", base / "build")]
-    for entry in environ.get("PATH", "").split(os.pathsep):
-        if entry:
-            dirs.append(("PATH", Path(entry)))
-    return dirs
-
-
-def _executable(path: Path) -> bool:
-    return path.is_file() and os.access(path, os.X_OK)
-
-
-def find_binaries(
-    binaries: list[str], home: str | None, environ: dict[str, str] | None = None
-) -> dict[str, Path]:
-    """Each binary's path; one MissingComponent naming every place looked in otherwise."""
-    environ = dict(os.environ) if environ is None else environ
-    dirs = search_dirs(home, environ)
-    found: dict[str, Path] = {}
-    for name in binaries:
-        for _, d in dirs:
-            if _executable(d / name):
-                found[name] = d / name
-                break
-    missing = [b for b in binaries if b not in found]
-    if missing:
-        looked = []
-        looked.append(
-            "backend.home=" + (str(Path(str(home)).expanduser()) + " (and its build/)")
-            if home
-            else "backend.home (not set)"
-        )
-        env_home = environ.get("NCCL_TESTS_HOME")
-        looked.append(
-            f"NCCL_TESTS_HOME={env_home} (and its build/)"
-            if env_home
-            else "NCCL_TESTS_HOME (not set)"
-        )
-        path = environ.get("PATH", "")
-        looked.append(f"PATH={path}" if path else "PATH (empty)")
-        raise MissingComponent(
-            f"nccl-tests: {', '.join(missing)} not found; looked in {'; '.join(looked)}. "
-            "gpulane runs your own nccl-tests build and never downloads or builds it: build it "
-            "(git clone https://github.com/NVIDIA/nccl-tests; make, or make MPI=1 for "
-            "launcher=mpirun/slurm) and point gpulane at it with backend.home=DIR, "
-            "NCCL_TESTS_HOME=DIR, or PATH"
-        )
-    return found
-
-
-_HELP_CACHE: dict[str, str] = {}
-
-
-def help_text(binary: Path, env: dict[str, str] | None = None) -> str:
-    """What ``binary -h`` prints (empty when it cannot run); cached per path."""
-    key = str(binary)
-    if key not in _HELP_CACHE:
-        try:
-            proc = subprocess.run(
-                [str(binary), "-h"],
-                capture_output=True,
-                text=True,
-                errors="replace",
-                timeout=HELP_TIMEOUT_S,
-                env=env,
-                stdin=subprocess.DEVNULL,
-            )
-            _HELP_CACHE[key] = (proc.stdout or "") + (proc.stderr or "")
-        except (OSError, subprocess.SubprocessError):
-            _HELP_CACHE[key] = ""
-    return _HELP_CACHE[key]
-
-
-def supports_json(help_output: str) -> bool:
-    return "-J," in help_output or "--output_file" in help_output
-
-
-def supports_per_iter(help_output: str) -> bool:
-    return "-I," in help_output or "--per_iter_timing" in help_output
-
-
-# --------------------------------------------------------------------------- command lines
-
-
-def _int_factor(value: Any) -> int:
-    try:
-        f = float(value)
-    except (TypeError, ValueError) as err:
-        raise InputError(f"sizes.factor: expected a number, got {value!r}") from err
-    if f != int(f) or f < 2:
-        raise InputError(
-            f"sizes.factor={value}: nccl-tests' -f takes a whole factor of 2 or more; "
-            "use sizes.factor=2 (or sizes.step=BYTES for -i)"
-        )
-    return int(f)
-
-
-def test_args(
-    cfg: Any,
-    plan: SweepPlan,
-    op: str,
-    dtype: str,
-    gpus_per_process: int,
-    json_path: Path | None = None,
-    per_iter: bool = False,
-) -> list[str]:
-    """nccl-tests options for one collective and type, from the sweep configuration."""
-    spec = collective(op)
-    sizes = plan.sizes
-    args = ["-b", str(sizes[0]), "-e", str(sizes[-1])]
-    step = cfg.sizes.get("step") if hasattr(cfg.sizes, "get") else None
-    if step is not None:
-        inc = sizes[1] - sizes[0] if len(sizes) > 1 else 1
-        args += ["-i", str(inc)]
-    else:
-        args += ["-f", str(_int_factor(cfg.sizes.get("factor", 2)) if len(sizes) > 1 else 2)]
-    t = plan.timing
-    args += ["-g", str(gpus_per_process), "-n", str(t.iters), "-w", str(t.warmup)]
-    args += ["-c", str(t.check_iters), "-d", dtype]
-    if spec.reduces:
-        args += ["-o", plan.redop]
-    if spec.rooted:
-        args += ["-r", str(plan.root)]
-    if t.graph:
-        args += ["-G", str(t.graph_launches)]
-    if per_iter and not t.graph:
-        args += ["-I", "1"]
-    if json_path is not None:
-        args += ["-J", str(json_path)]
-    args += [str(a) for a in as_list(cfg.backend.get("extra_args"))]
-    return args
 
 
 def launch_prefix(cfg: Any, world: int, env: dict[str, str]) -> tuple[list[str], int, str]:

@@ -19,14 +19,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpulane.collectives import nccl_tests_parse as ntp
-from gpulane.collectives.nccl_tests_parse import (
-    format_float,
-    parse_json,
-    parse_log,
-    parse_text,
-    rows_from_log,
-)
+from gpulane.collectives.nccl_tests.importer import main as parse_main
+from gpulane.collectives.nccl_tests.jsonfile import parse_json
+from gpulane.collectives.nccl_tests.logs import parse_log, rows_from_log
+from gpulane.collectives.nccl_tests.model import nccl_version_string
+from gpulane.collectives.nccl_tests.render import format_float
+from gpulane.collectives.nccl_tests.text import parse_text
 from gpulane.errors import ParseError
 from gpulane.record import Row, read_parquet
 from tests.conftest import FIXTURES, fixture_path
@@ -588,11 +586,18 @@ def test_cut_off_log_keeps_rows_and_says_so() -> None:
     (err,) = errors(rows)
     assert err.extra["event"] == "cut_off"
     assert "after 32768 B" in (err.error or "") and "cut off" in (err.error or "")
-    # Cut in the middle of a line: that line's finished half is kept.
-    rows = rows_from_log(head + line[: line.index("0    ", 60) + 1], "cut.txt")
+    # Cut in the middle of a line, after the blank that ends the out-of-place half: that
+    # half is kept.
+    rows = rows_from_log(head + line[: line.index("0    ", 60) + 2], "cut.txt")
     assert len(measured(rows)) == 2 * 13 + 1
     (err,) = errors(rows)
     assert (err.size_bytes, err.in_place) == (65536, True)
+    # Cut right after its last digit: that "0" may be the head of "01..", so the half is
+    # not taken (no number that the file may not hold), and the cut is at out-of-place.
+    rows = rows_from_log(head + line[: line.index("0    ", 60) + 1], "cut.txt")
+    assert len(measured(rows)) == 2 * 13
+    (err,) = errors(rows)
+    assert (err.size_bytes, err.in_place) == (65536, False)
     # Cut before the table.
     rows = rows_from_log(REAL.split("#       size")[0], "cut.txt")
     (err,) = rows
@@ -672,6 +677,7 @@ def test_per_iteration_timestamps_and_cputime_columns() -> None:
         "          16             4     float    none      -1    10.50    0.00    0.00       0"
         "    11.50    0.00    0.00       0  2026-11-22 10:00:02\n"
         "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 0.00123 \n#\n"
+        "# Collective test concluded: sendrecv_perf\n"
     )
     rows = rows_from_log(text, "x.txt")
     assert len(rows) == 4 and {r.op for r in rows} == {"sendrecv"}
@@ -814,9 +820,9 @@ def test_format_float_as_nccl_tests(value: float, width: int, text: str) -> None
 
 
 def test_nccl_version_codes() -> None:
-    assert ntp.nccl_version_string(22803) == "2.28.3"
-    assert ntp.nccl_version_string(2708) == "2.7.8"
-    assert ntp.nccl_version_string(None) is None
+    assert nccl_version_string(22803) == "2.28.3"
+    assert nccl_version_string(2708) == "2.7.8"
+    assert nccl_version_string(None) is None
 
 
 # ----------------------------------------------------------------------------- CLI
@@ -824,7 +830,7 @@ def test_nccl_version_codes() -> None:
 
 def test_cli_json_lines(capsys: pytest.CaptureFixture[str]) -> None:
     path = fixture_path("h200x2/nccl-tests-broadcast.txt")
-    assert ntp.main([str(path), "--json"]) == 0
+    assert parse_main([str(path), "--json"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 62
     first = json.loads(lines[0])
@@ -835,7 +841,7 @@ def test_cli_table_and_out_dir(tmp_path: Path, capsys: pytest.CaptureFixture[str
     a = fixture_path("public/nccl-tests/wohlbier_dgx2_12xV100_all_gather_OLDFMT_FAILED.txt")
     b = fixture_path("h200x2/nccl-tests-all_reduce.json")
     out = tmp_path / "rows"
-    assert ntp.main([str(a), str(b), "--out", str(out), "--build", "dgx2"]) == 0
+    assert parse_main([str(a), str(b), "--out", str(out), "--build", "dgx2"]) == 0
     captured = capsys.readouterr()
     assert "seville" in captured.out and "Tesla V100-SXM3-32GB" in captured.out
     assert "Out of bounds values : 4 FAILED" in captured.out
@@ -901,8 +907,9 @@ vm: Test NCCL failure common.cu:1550 'invalid usage (run with NCCL_DEBUG=WARN fo
 def test_real_failure_recorded_on_the_gpu_machine() -> None:
     (row,) = rows_from_log(REAL_FAILURE, "broken.log")
     assert row.status == "error" and row.op == "all_reduce" and row.world_size == 2
+    # The error names the file and the line of the failure message (line 9).
     assert row.error == (
-        "all_reduce_perf failed: Test NCCL failure common.cu:1550 on vm: 'invalid usage (run "
+        "broken.log:9: all_reduce_perf failed: Test NCCL failure common.cu:1550 on vm: 'invalid usage (run "
         "with NCCL_DEBUG=WARN for details) / ' [Test failure common.cu:1454 (pid 4158 on vm)]; "
         "rerun with NCCL_DEBUG=WARN (or INFO) to see NCCL's reason"
     )

@@ -23,7 +23,9 @@ from typing import Any
 import pytest
 from omegaconf import OmegaConf
 
-from gpulane.collectives import nccl_tests as nt
+from gpulane.collectives.nccl_tests import args as nt_args
+from gpulane.collectives.nccl_tests import binaries as nt_binaries
+from gpulane.collectives.nccl_tests import runner as nt
 from gpulane.collectives.plan import build_plan
 from gpulane.errors import InputError, MissingComponent
 from gpulane.record import read_parquet
@@ -166,7 +168,7 @@ def run_dir(tmp_path: Path) -> RunDir:
 
 @pytest.fixture(autouse=True)
 def _fresh_help_cache() -> None:
-    nt._HELP_CACHE.clear()
+    nt_binaries._HELP_CACHE.clear()
 
 
 # ------------------------------------------------------------------------ command lines
@@ -175,7 +177,7 @@ def _fresh_help_cache() -> None:
 def test_command_line_from_the_sweep_config(tmp_path: Path) -> None:
     cfg = make_cfg(None)
     plan = build_plan(cfg, True)
-    assert nt.test_args(cfg, plan, "all_reduce", "float", 2) == [
+    assert nt_args.test_args(cfg, plan, "all_reduce", "float", 2) == [
         "-b", "8", "-e", "8589934592", "-f", "2", "-g", "2", "-n", "20", "-w", "5",
         "-c", "1", "-d", "float", "-o", "sum",
     ]  # fmt: skip
@@ -190,7 +192,7 @@ def test_command_line_from_the_sweep_config(tmp_path: Path) -> None:
         **{"backend.extra_args": ["-a", "3"]},
     )
     plan = build_plan(cfg, True)
-    args = nt.test_args(cfg, plan, "broadcast", "bfloat16", 1, tmp_path / "x.json", True)
+    args = nt_args.test_args(cfg, plan, "broadcast", "bfloat16", 1, tmp_path / "x.json", True)
     assert args == [
         "-b",
         "8",
@@ -219,7 +221,7 @@ def test_command_line_from_the_sweep_config(tmp_path: Path) -> None:
     ]  # fmt: skip  (no -o: broadcast does not reduce; no -I with -G)
     cfg = make_cfg(None, sizes={"min": "1M", "max": "4M", "factor": 2, "step": "1M"})
     plan = build_plan(cfg, True)
-    args = nt.test_args(cfg, plan, "reduce_scatter", "float", 2, per_iter=True)
+    args = nt_args.test_args(cfg, plan, "reduce_scatter", "float", 2, per_iter=True)
     assert args[:6] == ["-b", "1048576", "-e", "4194304", "-i", "1048576"]
     assert args[-4:] == ["-o", "sum", "-I", "1"]
 
@@ -227,7 +229,7 @@ def test_command_line_from_the_sweep_config(tmp_path: Path) -> None:
 def test_whole_factors_only() -> None:
     cfg = make_cfg(None, sizes={"min": 8, "max": "1M", "factor": 1.5, "step": None})
     with pytest.raises(InputError, match="whole factor"):
-        nt.test_args(cfg, build_plan(cfg, True), "all_reduce", "float", 2)
+        nt_args.test_args(cfg, build_plan(cfg, True), "all_reduce", "float", 2)
 
 
 def test_launchers(tmp_path: Path) -> None:
@@ -257,17 +259,17 @@ def test_finding_binaries(tmp_path: Path) -> None:
     other = tmp_path / "other"
     stand_in(other, "all_gather_perf")
     env = {"PATH": str(tmp_path / "bin"), "NCCL_TESTS_HOME": str(other)}
-    found = nt.find_binaries(["all_reduce_perf", "all_gather_perf"], str(home), env)
+    found = nt_binaries.find_binaries(["all_reduce_perf", "all_gather_perf"], str(home), env)
     assert found == {
         "all_reduce_perf": home / "build" / "all_reduce_perf",
         "all_gather_perf": other / "all_gather_perf",
     }
     env = {"PATH": str(other)}
-    assert nt.find_binaries(["all_gather_perf"], None, env) == {
+    assert nt_binaries.find_binaries(["all_gather_perf"], None, env) == {
         "all_gather_perf": other / "all_gather_perf"
     }
     with pytest.raises(MissingComponent) as info:
-        nt.find_binaries(["all_reduce_perf", "alltoall_perf"], None, {"PATH": "/nowhere"})
+        nt_binaries.find_binaries(["all_reduce_perf", "alltoall_perf"], None, {"PATH": "/nowhere"})
     msg = str(info.value)
     assert "all_reduce_perf, alltoall_perf not found" in msg
     assert "backend.home (not set)" in msg and "NCCL_TESTS_HOME (not set)" in msg
