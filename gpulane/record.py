@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import operator
 import os
 import socket
+import tempfile
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -109,12 +111,17 @@ class Row:
 
 FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Row))
 _JSON_COLUMNS = ("env", "versions", "extra")
+_FIELD_VALUES = operator.attrgetter(*FIELDS)  # a Row's values, in FIELDS order
+# One encoder each (json.dumps with options builds a new one per call).
+_ENCODE = json.JSONEncoder(default=str).encode
+_ENCODE_SORTED = json.JSONEncoder(sort_keys=True, default=str).encode
 
 
 class RowWriter:
-    """Appends rows to a run's JSON Lines file, durable after each row (with ``sync=False``,
-    written after each row and durable at close: for rows imported from a file, which can
-    be imported again)."""
+    """Appends rows to a run's JSON Lines file, durable after each row.
+
+    With ``sync=False`` (rows imported from a file, which can be imported again, by the
+    only writer of the file) rows are buffered and durable at :meth:`close`."""
 
     def __init__(self, run_dir: str | os.PathLike[str], *, sync: bool = True) -> None:
         self.sync = sync
@@ -133,20 +140,22 @@ class RowWriter:
                 raise
 
     def write(self, row: Row | dict[str, Any]) -> None:
-        # The fields as they are (json.dumps copies nothing; to_dict deep-copies, slowly).
-        data = {name: getattr(row, name) for name in FIELDS} if isinstance(row, Row) else row
+        # The fields as they are (the encoder copies nothing; to_dict deep-copies, slowly).
+        data = dict(zip(FIELDS, _FIELD_VALUES(row), strict=True)) if isinstance(row, Row) else row
         # One write call per line: concurrent appenders never interleave within a line.
-        self._fh.write(json.dumps(data, default=str) + "\n")
-        self._fh.flush()
+        self._fh.write(_ENCODE(data) + "\n")
         if self.sync:
+            self._fh.flush()
             os.fsync(self._fh.fileno())
 
     def close(self) -> None:
         if not self._fh.closed:
-            if not self.sync:
+            try:
                 self._fh.flush()
-                os.fsync(self._fh.fileno())
-            self._fh.close()
+                if not self.sync:
+                    os.fsync(self._fh.fileno())
+            finally:
+                self._fh.close()
 
     def __enter__(self) -> RowWriter:
         return self
@@ -192,24 +201,95 @@ def rows_frame(rows: Iterable[Row | dict[str, Any]]) -> Any:
     return frame
 
 
+# Rows held as columns before they go to a part file when writing Parquet.
+PARQUET_BATCH = 10_000
+
+
+class ParquetRows:
+    """Builds rows.parquet a batch of rows at a time, so memory does not grow with the
+    rows: each batch becomes a part file with the types its values need, and
+    :meth:`close` joins the parts under the types that hold all of them (a column all
+    null in one batch and numbers in another). Every Row field is a column, then other
+    keys as they appear; dict columns are JSON text with sorted keys (they vary in keys
+    from row to row; text keeps them queryable and stable)."""
+
+    def __init__(self, run_dir: str | os.PathLike[str]) -> None:
+        self.out = Path(run_dir) / ROWS_PARQUET
+        self._parts = tempfile.TemporaryDirectory(prefix=".parquet-", dir=run_dir)
+        self._schemas: list[Any] = []
+        self._names: list[str] = list(FIELDS)
+        self._json_at = [FIELDS.index(name) for name in _JSON_COLUMNS]
+        self._batch: list[list[Any]] = []
+
+    def add(self, row: Row | dict[str, Any]) -> None:
+        if isinstance(row, Row):
+            values = list(_FIELD_VALUES(row))
+        else:
+            for key in row.keys() - set(self._names):
+                self._names.append(key)
+            values = [row.get(name) for name in self._names]
+        for k in self._json_at:
+            values[k] = _ENCODE_SORTED(values[k])
+        self._batch.append(values)
+        if len(self._batch) >= PARQUET_BATCH:
+            self._flush()
+
+    def _flush(self) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        if not self._batch:
+            return
+        width = len(self._names)
+        for values in self._batch:  # rows from before a new key appeared
+            values.extend([None] * (width - len(values)))
+        columns = [pa.array(column) for column in zip(*self._batch, strict=True)]
+        self._batch = []
+        table = pa.table(columns, names=self._names)
+        pq.write_table(table, Path(self._parts.name) / f"{len(self._schemas)}.parquet")
+        self._schemas.append(table.schema)
+
+    def discard(self) -> None:
+        """Drop what was gathered; no rows.parquet."""
+        self._parts.cleanup()
+
+    def close(self) -> Path | None:
+        """Write rows.parquet (atomically); None when there were no rows."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        try:
+            self._flush()
+            if not self._schemas:
+                return None
+            schema = pa.unify_schemas(self._schemas, promote_options="permissive")
+            tmp = self.out.with_suffix(".parquet.tmp")
+            with pq.ParquetWriter(tmp, schema) as writer:
+                for k in range(len(self._schemas)):
+                    table = pq.read_table(Path(self._parts.name) / f"{k}.parquet")
+                    columns = [
+                        table[f.name].cast(f.type)
+                        if f.name in table.column_names
+                        else pa.nulls(len(table), f.type)
+                        for f in schema
+                    ]
+                    writer.write_table(pa.table(columns, schema=schema))
+            os.replace(tmp, self.out)
+            return self.out
+        finally:
+            self._parts.cleanup()
+
+
 def write_parquet(run_dir: str | os.PathLike[str]) -> Path | None:
-    """Write rows.parquet beside rows.jsonl (atomically); None when there are no rows."""
-    run_dir = Path(run_dir)
-    src = run_dir / ROWS_JSONL
+    """Write rows.parquet beside rows.jsonl (atomically, a batch of rows at a time); None
+    when there are no rows."""
+    src = Path(run_dir) / ROWS_JSONL
     if not src.exists():
         return None
-    rows = list(read_rows(src))
-    if not rows:
-        return None
-    frame = rows_frame(rows)
-    # Dict columns vary in keys from row to row; JSON text keeps them queryable and stable.
-    for name in _JSON_COLUMNS:
-        frame[name] = frame[name].map(lambda v: json.dumps(v, sort_keys=True, default=str))
-    out = run_dir / ROWS_PARQUET
-    tmp = out.with_suffix(".parquet.tmp")
-    frame.to_parquet(tmp, index=False)
-    os.replace(tmp, out)
-    return out
+    sink = ParquetRows(run_dir)
+    for row in read_rows(src):
+        sink.add(row)
+    return sink.close()
 
 
 def read_parquet(path: str | os.PathLike[str]) -> Any:

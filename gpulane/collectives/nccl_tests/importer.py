@@ -22,7 +22,7 @@ from gpulane.collectives.nccl_tests.logs import iter_rows_of_file
 from gpulane.collectives.nccl_tests.render import render as _render
 from gpulane.collectives.spec import collective
 from gpulane.errors import InputError
-from gpulane.record import ROWS_JSONL, ROWS_PARQUET, Row, RowWriter, write_parquet
+from gpulane.record import ROWS_JSONL, ROWS_PARQUET, ParquetRows, Row, RowWriter
 
 WHAT = "nccl-tests text or -J JSON"
 OPTIONS: dict[str, str] = {"op": "collective, where the log does not name it"}
@@ -99,6 +99,7 @@ def main(argv: list[str]) -> int:
     # Not a terminal (a pipe, a file): wide enough for both placements' columns.
     console = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 160)
     writer = RowWriter(out, sync=False) if out is not None else None
+    parquet = ParquetRows(out) if out is not None else None
     total = errors = 0
     failed: list[str] = []
     try:
@@ -110,8 +111,9 @@ def main(argv: list[str]) -> int:
                     counts[0] += 1
                     counts[1] += row.status != "ok"
                     counts[2] += row.time_us is not None
-                    if writer is not None:
+                    if writer is not None and parquet is not None:
                         writer.write(row)
+                        parquet.add(row)
                     yield row
 
             if args.json:
@@ -122,11 +124,15 @@ def main(argv: list[str]) -> int:
             total, errors = total + counts[0], errors + counts[1]
             if not counts[2]:
                 failed.append(name)
+    except BaseException:
+        if parquet is not None:
+            parquet.discard()
+        raise
     finally:
         if writer is not None:
             writer.close()
-    if out is not None:
-        write_parquet(out)
+    if out is not None and parquet is not None:
+        parquet.close()
         sys.stderr.write(f"# {total} rows written to {out / ROWS_JSONL} and {ROWS_PARQUET}\n")
     if errors:
         sys.stderr.write(f"# {errors} of {total} rows are errors (status error)\n")

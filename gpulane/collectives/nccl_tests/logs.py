@@ -63,7 +63,10 @@ def iter_runs(
     path: str | Path, op: str | None = None, hand_over: int | None = HAND_OVER_LINES
 ) -> Iterator[TestRun]:
     """The tests of a log file, read a line at a time (see runs_of_lines)."""
-    terminated = ends_with_newline(path)
+    try:
+        terminated = ends_with_newline(path)
+    except OSError as err:
+        raise ParseError(f"cannot read: {err.strerror or err}", str(path)) from None
     yield from runs_of_lines(iter_text_lines(path), str(path), op, hand_over, terminated)
 
 

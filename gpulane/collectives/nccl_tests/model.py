@@ -8,6 +8,7 @@ file name, or the table's shape).
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -216,6 +217,11 @@ class Columns:
         if self.timestamp:
             out += [("date", -1), ("clock", -1)]
         return out
+
+    @functools.cached_property
+    def flat_cached(self) -> list[tuple[str, int]]:
+        """flat(), once: the layout does not change while a table is read."""
+        return self.flat()
 
 
 @dataclass

@@ -53,13 +53,18 @@ def header_lines(row: Row) -> list[str]:
         f"# {row.source}: test {'?' if index is None else index + 1} "
         f"({facts.get('format', '?')}), {row.op} (from {facts.get('op_source', '?')})"
     ]
-    if facts.get("version") or facts.get("nccl_library"):
-        lines.append(
-            f"# nccl-tests version {facts.get('version') or '?'}"
-            f" nccl-headers={facts.get('nccl_headers') or '?'}"
-            f" nccl-library={facts.get('nccl_library') or '?'}"
-            f" (NCCL {nccl_version_string(facts.get('nccl_library')) or '?'})"
+    versions = [
+        f"{label}{facts[key]}"
+        for label, key in (
+            ("nccl-tests version ", "version"),
+            ("nccl-headers=", "nccl_headers"),
+            ("nccl-library=", "nccl_library"),
         )
+        if facts.get(key) is not None
+    ]
+    nccl = nccl_version_string(facts.get("nccl_library"))
+    if versions:
+        lines.append("# " + " ".join(versions) + (f" (NCCL {nccl})" if nccl else ""))
     if facts.get("test"):
         lines.append(f"# Collective test starting: {facts['test']}")
     if facts.get("command"):
@@ -151,7 +156,11 @@ class _Out:
 
     def flush(self) -> None:
         if self.lines:
-            self.console.out("\n".join(self.lines), highlight=False)
+            text = "\n".join(self.lines)
+            if self.console.is_terminal:
+                self.console.out(text, highlight=False)
+            else:  # a pipe or a file: the text as it is (rich would wrap and scan it)
+                self.console.file.write(text + "\n")
             self.lines = []
 
     def error(self, text: str) -> None:

@@ -127,6 +127,21 @@ _NUMERIC_COLS = (
 )
 
 
+def take_whole(cols: list[tuple[str, int]], line: str) -> list[Value] | None:
+    """The values of a line that is exactly one table line (the common case, read
+    without the positions that :func:`take` needs); None when it is not."""
+    toks = line.split()
+    if len(toks) != len(cols):
+        return None
+    out: list[Value] = []
+    for (col, g), tok in zip(cols, toks, strict=True):
+        value = _accept(col, tok)
+        if value is _MISSING:
+            return None
+        out.append((col, g, value, tok))
+    return out
+
+
 def take(
     cols: list[tuple[str, int]], toks: list[tuple[str, int, int]], line: str
 ) -> tuple[list[Value], str]:

@@ -22,6 +22,7 @@ from gpulane.collectives.nccl_tests.table import (
     parse_columns,
     table_start,
     take,
+    take_whole,
     to_int,
 )
 from gpulane.errors import ParseError
@@ -263,7 +264,14 @@ class TextReader:
             return False
         if not _NUMBER_START_RE.match(line):
             return self.pending is not None and self._failure(line.strip(), i, None)
-        cols = run.columns.flat()
+        cols = run.columns.flat_cached
+        if self.pending is None:
+            whole = take_whole(cols, line)
+            if whole is not None:
+                tl = table_start(whole)
+                tl.line = i
+                self._emit(tl, whole, complete=True)
+                return True
         toks = [(m.group(0), m.start(), m.end()) for m in _TOKEN_RE.finditer(line)]
         # A continuation of a line cut by interleaved output?
         if self.pending is not None:
