@@ -56,7 +56,7 @@ class TextReader:
         self.pending_values: list[Value] = []
         self.early_errors: list[ErrorEvent] = []
         self.number = 0  # the last line number fed
-        self.after_rank = False  # the last line read was a device line
+        self.last_hash = False  # the last line read was a '#' line
 
     # -- runs
     def _new_run(self, lineno: int) -> TestRun:
@@ -87,8 +87,8 @@ class TextReader:
         stripped = line.strip()
         if not stripped:
             return
-        self.after_rank = False
-        if stripped.startswith("#"):
+        self.last_hash = stripped.startswith("#")
+        if self.last_hash:
             self._hash_line(stripped, number)
         elif not self._table_line(line, number):
             self._other_line(stripped, number)
@@ -110,8 +110,9 @@ class TextReader:
             # into which _new_run moves the early errors.
             self._new_run(self.early_errors[0].line or 1)
         if self.cur is not None:
-            # Cut inside the device list: how many ranks ran is unknown.
-            self.cur.header.devices_cut = self.after_rank
+            # Ended in the device list (no failure message after it): how many ranks ran
+            # is unknown.
+            self.cur.header.devices_cut = self.cur.stage == _ST_DEVICES and self.last_hash
             self._finish(self.cur, self.number)
             self.cur = None
 
@@ -151,7 +152,6 @@ class TextReader:
             run = self._run_for(_ST_DEVICES, i) if cur is None or cur.stage > _ST_DEVICES else cur
             run.stage = _ST_DEVICES
             run.header.ranks.append(hdr.rank_of(m))
-            self.after_rank = True
             return
         if "size" in s and "count" in s and "time" in s and "(B)" not in s:
             cols = parse_columns(s)
