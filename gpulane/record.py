@@ -14,7 +14,7 @@ import os
 import socket
 import tempfile
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -117,14 +117,68 @@ _ENCODE = json.JSONEncoder(default=str).encode
 _ENCODE_SORTED = json.JSONEncoder(sort_keys=True, default=str).encode
 
 
+class SharedText:
+    """JSON text of dicts whose nested dicts (one or two levels down) are often the very
+    same objects from one row to the next, such as an importer's facts of a run in every
+    row's ``extra``: such a dict is encoded once and its text spliced into each row.
+
+    Only for writers that do not change a nested dict once a row holding it was encoded.
+    The text is what ``encode`` gives for the whole dict."""
+
+    def __init__(self, encode: Callable[[Any], str], keys: Iterable[str] | None = None) -> None:
+        self._encode = encode
+        self._keys = None if keys is None else tuple(keys)  # the top keys that hold dicts
+        # (keys down to it) -> (the dict last seen there, its text once seen twice in a row)
+        self._last: dict[tuple[str, ...], tuple[Any, str | None]] = {}
+
+    def __call__(self, data: dict[str, Any]) -> str:
+        marks: list[tuple[str, str]] = []
+        text = self._encode(self._swap(data, (), marks))
+        for mark, shared in marks:
+            text = text.replace(mark, shared, 1)
+        return text
+
+    def _swap(
+        self, data: dict[str, Any], path: tuple[str, ...], marks: list[tuple[str, str]]
+    ) -> dict[str, Any]:
+        """``data`` with each nested dict seen again in place replaced by a mark."""
+        out = data
+        keys = data if path or self._keys is None else self._keys
+        for key in keys:
+            value = data.get(key)
+            if type(value) is not dict:
+                continue
+            where = (*path, key)
+            last = self._last.get(where)
+            if last is not None and last[0] is value:
+                shared = last[1]
+                if shared is None:
+                    shared = self._encode(value)
+                    self._last[where] = (value, shared)
+                mark = f"\x00gpulane-shared-{len(marks)}\x00"
+                marks.append((f'"\\u0000gpulane-shared-{len(marks)}\\u0000"', shared))
+                new: Any = mark
+            else:
+                self._last[where] = (value, None)
+                new = self._swap(value, where, marks) if not path else value
+            if new is not value:
+                if out is data:
+                    out = dict(data)
+                out[key] = new
+        return out
+
+
 class RowWriter:
     """Appends rows to a run's JSON Lines file, durable after each row.
 
     With ``sync=False`` (rows imported from a file, which can be imported again, by the
-    only writer of the file) rows are buffered and durable at :meth:`close`."""
+    only writer of the file) rows are buffered and durable at :meth:`close`, and nested
+    dicts shared from row to row are encoded once (see :class:`SharedText`)."""
 
     def __init__(self, run_dir: str | os.PathLike[str], *, sync: bool = True) -> None:
         self.sync = sync
+        # Imported rows: a run's shared facts are encoded once (see SharedText).
+        self._encode = _ENCODE if sync else SharedText(_ENCODE, _JSON_COLUMNS)
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.path = self.run_dir / ROWS_JSONL
@@ -143,7 +197,7 @@ class RowWriter:
         # The fields as they are (the encoder copies nothing; to_dict deep-copies, slowly).
         data = dict(zip(FIELDS, _FIELD_VALUES(row), strict=True)) if isinstance(row, Row) else row
         # One write call per line: concurrent appenders never interleave within a line.
-        self._fh.write(_ENCODE(data) + "\n")
+        self._fh.write(self._encode(data) + "\n")
         if self.sync:
             self._fh.flush()
             os.fsync(self._fh.fileno())
@@ -211,7 +265,8 @@ class ParquetRows:
     :meth:`close` joins the parts under the types that hold all of them (a column all
     null in one batch and numbers in another). Every Row field is a column, then other
     keys as they appear; dict columns are JSON text with sorted keys (they vary in keys
-    from row to row; text keeps them queryable and stable)."""
+    from row to row; text keeps them queryable and stable). Nested dicts shared from row
+    to row are encoded once (see :class:`SharedText`): do not change them between rows."""
 
     def __init__(self, run_dir: str | os.PathLike[str]) -> None:
         self.out = Path(run_dir) / ROWS_PARQUET
@@ -220,6 +275,7 @@ class ParquetRows:
         self._names: list[str] = list(FIELDS)
         self._json_at = [FIELDS.index(name) for name in _JSON_COLUMNS]
         self._batch: list[list[Any]] = []
+        self._encoders = {k: SharedText(_ENCODE_SORTED) for k in self._json_at}
 
     def add(self, row: Row | dict[str, Any]) -> None:
         if isinstance(row, Row):
@@ -228,8 +284,9 @@ class ParquetRows:
             for key in row.keys() - set(self._names):
                 self._names.append(key)
             values = [row.get(name) for name in self._names]
-        for k in self._json_at:
-            values[k] = _ENCODE_SORTED(values[k])
+        for k, encode in self._encoders.items():
+            value = values[k]
+            values[k] = encode(value) if type(value) is dict else _ENCODE_SORTED(value)
         self._batch.append(values)
         if len(self._batch) >= PARQUET_BATCH:
             self._flush()
