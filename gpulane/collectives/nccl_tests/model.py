@@ -251,16 +251,14 @@ class TestRun:
     op_source: str = "unknown"
     stage: int = 0
     # Streaming: a reader may hand a run over before it ends (done False) when its table
-    # grows long; the rows of `lines` are then made and `lines` emptied. What the reader
-    # and the error rows still need of the lines handed over is kept here.
+    # grows long; the rows of `lines` are then made and the lines let go (all but the
+    # last). What the reader and the error rows still need of them is kept here.
     done: bool = False
-    lines_read: int = 0  # table lines read so far, handed over or not
     last_line: TableLine | None = None
     first_of_size: dict[int, TableLine] = field(default_factory=dict)
 
     def add_line(self, line: TableLine) -> None:
         self.lines.append(line)
-        self.lines_read += 1
         self.last_line = line
         if line.size_bytes not in self.first_of_size and len(self.first_of_size) < MAX_SIZES:
             self.first_of_size[line.size_bytes] = line

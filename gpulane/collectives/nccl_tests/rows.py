@@ -129,8 +129,8 @@ def iter_rows(
     placements: Sequence[bool] | None = None,
 ) -> Iterator[Row]:
     """Rows of parsed tests as they come: one per size and placement, then one error row
-    per failure. A run handed over before its end has its ``lines`` emptied once their
-    rows are out."""
+    per failure. A run handed over before its end has its ``lines`` let go (all but the
+    last) once their rows are out."""
     current: TestRun | None = None
     flagged = 0  # rows of the current run with wrong results
     started_at = utc_now()
@@ -151,7 +151,10 @@ def iter_rows(
         common["started_at"] = started_at
         facts = _run_facts(run)
         spec = COLLECTIVES.get(common["op"])
-        for tl in run.lines:
+        # A run handed over before its end keeps its last line back, so that its last
+        # rows come with the summary read after them.
+        lines = run.lines if run.done else run.lines[:-1]
+        for tl in lines:
             redop = tl.redop
             if redop is None and spec is not None and not spec.reduces:
                 redop = "none"
@@ -165,7 +168,7 @@ def iter_rows(
                 flagged += 1 if row.wrong else 0
                 yield row
         if not run.done:
-            run.lines.clear()
+            del run.lines[:-1]
             continue
         events = list(run.errors)
         if run.out_of_bounds and flagged == 0:

@@ -4,8 +4,8 @@ A log may hold any number of tests concatenated, NCCL INFO/WARN lines and MPI me
 interleaved, and runs that failed or were cut off. :class:`TextReader` is fed one line at a
 time and hands over each test when the next one starts or the log ends, so memory holds
 one test, not the log. With ``hand_over=N`` it also hands over a test whose table reached
-N unread lines (``done`` False): the reader of rows makes their rows and empties
-``lines``, so a single endless table does not grow memory either.
+N unread lines (``done`` False): the reader of rows makes their rows and lets them go, so
+a single endless table does not grow memory either.
 """
 
 from __future__ import annotations
