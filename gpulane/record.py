@@ -255,27 +255,30 @@ def rows_frame(rows: Iterable[Row | dict[str, Any]]) -> Any:
     return frame
 
 
-# Rows held as columns before they go to a part file when writing Parquet.
+# Rows held before they go to the Parquet file as a batch.
 PARQUET_BATCH = 10_000
 
 
 class ParquetRows:
     """Builds rows.parquet a batch of rows at a time, so memory does not grow with the
-    rows: each batch becomes a part file with the types its values need, and
-    :meth:`close` joins the parts under the types that hold all of them (a column all
-    null in one batch and numbers in another). Every Row field is a column, then other
-    keys as they appear; dict columns are JSON text with sorted keys (they vary in keys
-    from row to row; text keeps them queryable and stable). Nested dicts shared from row
-    to row are encoded once (see :class:`SharedText`): do not change them between rows."""
+    rows. Every Row field is a column, then other keys as they appear; dict columns are
+    JSON text with sorted keys (they vary in keys from row to row; text keeps them
+    queryable and stable). Batches go straight to the file while they have the types of
+    the first; from a batch that needs others (a column all null so far, numbers now) on,
+    each batch is a part file, and :meth:`close` joins the parts under the types that
+    hold all of them. A dict shared from row to row (a run's env, its facts in ``extra``)
+    is encoded once (see :class:`SharedText`): do not change one between rows."""
 
     def __init__(self, run_dir: str | os.PathLike[str]) -> None:
         self.out = Path(run_dir) / ROWS_PARQUET
+        self._tmp = self.out.with_suffix(".parquet.tmp")
         self._parts = tempfile.TemporaryDirectory(prefix=".parquet-", dir=run_dir)
-        self._schemas: list[Any] = []
+        self._writer: Any = None  # straight to the file, while the types hold
+        self._schemas: list[Any] = []  # of the part files, once there are parts
         self._names: list[str] = list(FIELDS)
-        self._json_at = [FIELDS.index(name) for name in _JSON_COLUMNS]
         self._batch: list[list[Any]] = []
-        self._encoders = {k: SharedText(_ENCODE_SORTED) for k in self._json_at}
+        self._encoders = {FIELDS.index(name): SharedText(_ENCODE_SORTED) for name in _JSON_COLUMNS}
+        self._last: dict[int, tuple[Any, str]] = {}  # column -> (dict, its text)
 
     def add(self, row: Row | dict[str, Any]) -> None:
         if isinstance(row, Row):
@@ -286,7 +289,14 @@ class ParquetRows:
             values = [row.get(name) for name in self._names]
         for k, encode in self._encoders.items():
             value = values[k]
-            values[k] = encode(value) if type(value) is dict else _ENCODE_SORTED(value)
+            last = self._last.get(k)
+            if last is not None and last[0] is value:
+                values[k] = last[1]
+            elif type(value) is dict:
+                values[k] = encode(value)
+                self._last[k] = (value, values[k])
+            else:
+                values[k] = _ENCODE_SORTED(value)
         self._batch.append(values)
         if len(self._batch) >= PARQUET_BATCH:
             self._flush()
@@ -303,11 +313,29 @@ class ParquetRows:
         columns = [pa.array(column) for column in zip(*self._batch, strict=True)]
         self._batch = []
         table = pa.table(columns, names=self._names)
-        pq.write_table(table, Path(self._parts.name) / f"{len(self._schemas)}.parquet")
+        if not self._schemas:
+            if self._writer is None:
+                self._writer = pq.ParquetWriter(self._tmp, table.schema)
+            if table.schema.equals(self._writer.schema):
+                self._writer.write_table(table)
+                return
+            # Other types than the first batch's: what was written becomes part 0.
+            self._schemas.append(self._writer.schema)
+            self._writer.close()
+            self._writer = None
+            os.replace(self._tmp, self._part(0))
+        pq.write_table(table, self._part(len(self._schemas)))
         self._schemas.append(table.schema)
+
+    def _part(self, k: int) -> Path:
+        return Path(self._parts.name) / f"{k}.parquet"
 
     def discard(self) -> None:
         """Drop what was gathered; no rows.parquet."""
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+            self._tmp.unlink(missing_ok=True)
         self._parts.cleanup()
 
     def close(self) -> Path | None:
@@ -317,21 +345,24 @@ class ParquetRows:
 
         try:
             self._flush()
-            if not self._schemas:
+            if self._writer is not None:
+                self._writer.close()
+                self._writer = None
+            elif not self._schemas:
                 return None
-            schema = pa.unify_schemas(self._schemas, promote_options="permissive")
-            tmp = self.out.with_suffix(".parquet.tmp")
-            with pq.ParquetWriter(tmp, schema) as writer:
-                for k in range(len(self._schemas)):
-                    table = pq.read_table(Path(self._parts.name) / f"{k}.parquet")
-                    columns = [
-                        table[f.name].cast(f.type)
-                        if f.name in table.column_names
-                        else pa.nulls(len(table), f.type)
-                        for f in schema
-                    ]
-                    writer.write_table(pa.table(columns, schema=schema))
-            os.replace(tmp, self.out)
+            else:
+                schema = pa.unify_schemas(self._schemas, promote_options="permissive")
+                with pq.ParquetWriter(self._tmp, schema) as writer:
+                    for k in range(len(self._schemas)):
+                        table = pq.read_table(self._part(k))
+                        columns = [
+                            table[f.name].cast(f.type)
+                            if f.name in table.column_names
+                            else pa.nulls(len(table), f.type)
+                            for f in schema
+                        ]
+                        writer.write_table(pa.table(columns, schema=schema))
+            os.replace(self._tmp, self.out)
             return self.out
         finally:
             self._parts.cleanup()

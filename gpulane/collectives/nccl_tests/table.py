@@ -44,26 +44,51 @@ def finite(value: float | None) -> float | None:
 _MISSING = object()
 
 
+def _uint(tok: str) -> Any:
+    return int(tok) if _UINT_RE.match(tok) else _MISSING
+
+
+def _int(tok: str) -> Any:
+    return int(tok) if _INT_RE.match(tok) else _MISSING
+
+
+def _word(tok: str) -> Any:
+    return tok if _WORD_RE.match(tok) and tok.lower() not in ("inf", "nan") else _MISSING
+
+
+def _float(tok: str) -> Any:
+    return float(tok) if _FLOAT_RE.match(tok) else _MISSING
+
+
+def _float_or_na(tok: str) -> Any:
+    return None if tok == "N/A" else _float(tok)
+
+
+def _date(tok: str) -> Any:
+    return tok if _DATE_RE.match(tok) else _MISSING
+
+
+def _clock(tok: str) -> Any:
+    return tok if _CLOCK_RE.match(tok) else _MISSING
+
+
+# What each column accepts; time, algbw, busbw, i_min, i_max, i_p99, i_cv: a float.
+_READ = {
+    "size": _uint,
+    "count": _uint,
+    "root": _int,
+    "type": _word,
+    "redop": _word,
+    "wrong": _float_or_na,
+    "error": _float_or_na,
+    "date": _date,
+    "clock": _clock,
+}
+
+
 def _accept(col: str, tok: str) -> Any:
     """The value of a token in a column, or _MISSING when it cannot be that column."""
-    if col in ("size", "count"):
-        return int(tok) if _UINT_RE.match(tok) else _MISSING
-    if col == "root":
-        return int(tok) if _INT_RE.match(tok) else _MISSING
-    if col in ("type", "redop"):
-        return tok if _WORD_RE.match(tok) and tok.lower() not in ("inf", "nan") else _MISSING
-    if col in ("wrong", "error"):
-        if tok == "N/A":
-            return None
-        return float(tok) if _FLOAT_RE.match(tok) else _MISSING
-    if col == "date":
-        return tok if _DATE_RE.match(tok) else _MISSING
-    if col == "clock":
-        return tok if _CLOCK_RE.match(tok) else _MISSING
-    # time, algbw, busbw, i_min, i_max, i_p99, i_cv
-    if _FLOAT_RE.match(tok):
-        return float(tok)
-    return _MISSING
+    return _READ.get(col, _float)(tok)
 
 
 _LABEL_RE = re.compile(
@@ -168,8 +193,12 @@ def take(
 
 def measurements(values: list[Value], cols: Columns) -> list[Measurement]:
     out: list[Measurement] = []
+    by_group: list[dict[str, tuple[Any, str]]] = [{} for _ in cols.groups]
+    for c, gg, v, tok in values:
+        if gg >= 0:
+            by_group[gg][c] = (v, tok)
     for g, names in enumerate(cols.groups):
-        got = {c: (v, tok) for c, gg, v, tok in values if gg == g}
+        got = by_group[g]
         if len(got) < len(names):
             break
         wrong: int | None = None
