@@ -315,7 +315,9 @@ class ParquetRows:
         table = pa.table(columns, names=self._names)
         if not self._schemas:
             if self._writer is None:
-                self._writer = pq.ParquetWriter(self._tmp, table.schema)
+                self._writer = pq.ParquetWriter(
+                    self._tmp, table.schema, write_statistics=self._statistics()
+                )
             if table.schema.equals(self._writer.schema):
                 self._writer.write_table(table)
                 return
@@ -326,6 +328,11 @@ class ParquetRows:
             os.replace(self._tmp, self._part(0))
         pq.write_table(table, self._part(len(self._schemas)))
         self._schemas.append(table.schema)
+
+    def _statistics(self) -> list[str]:
+        """Columns with min/max per row group: not the JSON text ones, whose min and max
+        would be whole rows' text kept in the file's footer (in memory until the end)."""
+        return [name for name in self._names if name not in _JSON_COLUMNS]
 
     def _part(self, k: int) -> Path:
         return Path(self._parts.name) / f"{k}.parquet"
@@ -352,7 +359,8 @@ class ParquetRows:
                 return None
             else:
                 schema = pa.unify_schemas(self._schemas, promote_options="permissive")
-                with pq.ParquetWriter(self._tmp, schema) as writer:
+                statistics = self._statistics()
+                with pq.ParquetWriter(self._tmp, schema, write_statistics=statistics) as writer:
                     for k in range(len(self._schemas)):
                         table = pq.read_table(self._part(k))
                         columns = [
