@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import operator
 import os
 import socket
+import tempfile
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -86,13 +88,13 @@ class Row:
     comm_share: float | None = None
     # where the row came from and what shaped it
     path: str | None = None
-    # What NCCL actually used between the ranks, from its own INFO lines (P2P/CUMEM, SHM,
-    # NET/IB/GDRDMA, ... joined by "+"); details in extra["nccl"]; None when unknown.
-    transport: str | None = None
     source: str | None = None  # "measured", or the file a row was imported from
     env: dict[str, str] = field(default_factory=dict)
     versions: dict[str, str] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
+    # What NCCL actually used between the ranks, from its own INFO lines (P2P/CUMEM, SHM,
+    # NET/IB/GDRDMA, ... joined by "+"); details in extra["nccl"]; None when unknown.
+    transport: str | None = None
     status: str = "ok"
     error: str | None = None
 
@@ -113,8 +115,6 @@ class Row:
 
 
 FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Row))
-
-
 _NESTED = (dict, list, tuple)
 
 
@@ -128,16 +128,74 @@ def _copied(value: Any) -> Any:
 
 
 _JSON_COLUMNS = ("env", "versions", "extra")
+_FIELD_VALUES = operator.attrgetter(*FIELDS)  # a Row's values, in FIELDS order
+# One encoder each (json.dumps with options builds a new one per call).
+_ENCODE = json.JSONEncoder(default=str).encode
+_ENCODE_SORTED = json.JSONEncoder(sort_keys=True, default=str).encode
+
+
+class SharedText:
+    """JSON text of dicts whose nested dicts (one or two levels down) are often the very
+    same objects from one row to the next, such as an importer's facts of a run in every
+    row's ``extra``: such a dict is encoded once and its text spliced into each row.
+
+    Only for writers that do not change a nested dict once a row holding it was encoded.
+    The text is what ``encode`` gives for the whole dict."""
+
+    def __init__(self, encode: Callable[[Any], str], keys: Iterable[str] | None = None) -> None:
+        self._encode = encode
+        self._keys = None if keys is None else tuple(keys)  # the top keys that hold dicts
+        # (keys down to it) -> (the dict last seen there, its text once seen twice in a row)
+        self._last: dict[tuple[str, ...], tuple[Any, str | None]] = {}
+
+    def __call__(self, data: dict[str, Any]) -> str:
+        marks: list[tuple[str, str]] = []
+        text = self._encode(self._swap(data, (), marks))
+        for mark, shared in marks:
+            text = text.replace(mark, shared, 1)
+        return text
+
+    def _swap(
+        self, data: dict[str, Any], path: tuple[str, ...], marks: list[tuple[str, str]]
+    ) -> dict[str, Any]:
+        """``data`` with each nested dict seen again in place replaced by a mark."""
+        out = data
+        keys = data if path or self._keys is None else self._keys
+        for key in keys:
+            value = data.get(key)
+            if type(value) is not dict:
+                continue
+            where = (*path, key)
+            last = self._last.get(where)
+            if last is not None and last[0] is value:
+                shared = last[1]
+                if shared is None:
+                    shared = self._encode(value)
+                    self._last[where] = (value, shared)
+                mark = f"\x00gpulane-shared-{len(marks)}\x00"
+                marks.append((f'"\\u0000gpulane-shared-{len(marks)}\\u0000"', shared))
+                new: Any = mark
+            else:
+                self._last[where] = (value, None)
+                new = self._swap(value, where, marks) if not path else value
+            if new is not value:
+                if out is data:
+                    out = dict(data)
+                out[key] = new
+        return out
 
 
 class RowWriter:
     """Appends rows to a run's JSON Lines file, durable after each row.
 
-    ``sync=False`` (rows imported from a file that stays on disk) makes the file durable
-    once, at close: an fsync per row would make a large import crawl."""
+    With ``sync=False`` (rows imported from a file, which can be imported again, by the
+    only writer of the file) rows are buffered and durable at :meth:`close`, and nested
+    dicts shared from row to row are encoded once (see :class:`SharedText`)."""
 
-    def __init__(self, run_dir: str | os.PathLike[str], sync: bool = True) -> None:
+    def __init__(self, run_dir: str | os.PathLike[str], *, sync: bool = True) -> None:
         self.sync = sync
+        # Imported rows: a run's shared facts are encoded once (see SharedText).
+        self._encode = _ENCODE if sync else SharedText(_ENCODE, _JSON_COLUMNS)
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.path = self.run_dir / ROWS_JSONL
@@ -153,9 +211,10 @@ class RowWriter:
                 raise
 
     def write(self, row: Row | dict[str, Any]) -> None:
-        data = row.to_dict() if isinstance(row, Row) else row
+        # The fields as they are (the encoder copies nothing; to_dict deep-copies, slowly).
+        data = dict(zip(FIELDS, _FIELD_VALUES(row), strict=True)) if isinstance(row, Row) else row
         # One write call per line: concurrent appenders never interleave within a line.
-        self._fh.write(json.dumps(data, default=str) + "\n")
+        self._fh.write(self._encode(data) + "\n")
         if self.sync:
             self._fh.flush()
             os.fsync(self._fh.fileno())
@@ -163,8 +222,8 @@ class RowWriter:
     def close(self) -> None:
         if not self._fh.closed:
             try:
+                self._fh.flush()
                 if not self.sync:
-                    self._fh.flush()
                     os.fsync(self._fh.fileno())
             finally:
                 self._fh.close()
@@ -213,120 +272,170 @@ def rows_frame(rows: Iterable[Row | dict[str, Any]]) -> Any:
     return frame
 
 
-PARQUET_BATCH = 20_000  # rows per Parquet row group: memory is one batch, whatever the file
-_ARROW = {"int": "int64", "float": "float64", "bool": "bool", "str": "string", "null": "null"}
-_FITS = {"int": {"int"}, "float": {"int", "float"}, "bool": {"bool"}, "str": {"str"}}
+# Rows held before they go to the Parquet file as a batch.
+PARQUET_BATCH = 10_000
 
 
-def _kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, int):
-        return "int"
-    if isinstance(value, float):
-        return "float"
-    if isinstance(value, str):
-        return "str"
-    return "json"
+class ParquetRows:
+    """Builds rows.parquet a batch of rows at a time, so memory does not grow with the
+    rows. Every Row field is a column, then other keys as they appear; dict columns are
+    JSON text with sorted keys (they vary in keys from row to row; text keeps them
+    queryable and stable). Batches go straight to the file while they have the types of
+    the first; from a batch that needs others (a column all null so far, numbers now) on,
+    each batch is a part file, and :meth:`close` joins the parts under the types that
+    hold all of them. A dict shared from row to row (a run's env, its facts in ``extra``)
+    is encoded once (see :class:`SharedText`): do not change one between rows."""
+
+    def __init__(self, run_dir: str | os.PathLike[str]) -> None:
+        self.out = Path(run_dir) / ROWS_PARQUET
+        self._tmp = self.out.with_suffix(".parquet.tmp")
+        self._parts = tempfile.TemporaryDirectory(prefix=".parquet-", dir=run_dir)
+        self._writer: Any = None  # straight to the file, while the types hold
+        self._schemas: list[Any] = []  # of the part files, once there are parts
+        self._names: list[str] = list(FIELDS)
+        self._batch: list[list[Any]] = []
+        self._encoders = {FIELDS.index(name): SharedText(_ENCODE_SORTED) for name in _JSON_COLUMNS}
+        self._last: dict[int, tuple[Any, str]] = {}  # column -> (dict, its text)
+
+    def add(self, row: Row | dict[str, Any]) -> None:
+        if isinstance(row, Row):
+            values = list(_FIELD_VALUES(row))
+        else:
+            for key in row.keys() - set(self._names):
+                self._names.append(key)
+            values = [row.get(name) for name in self._names]
+        for k, encode in self._encoders.items():
+            value = values[k]
+            last = self._last.get(k)
+            if last is not None and last[0] is value:
+                values[k] = last[1]
+            elif type(value) is dict:
+                values[k] = encode(value)
+                self._last[k] = (value, values[k])
+            else:
+                values[k] = _ENCODE_SORTED(value)
+        self._batch.append(values)
+        if len(self._batch) >= PARQUET_BATCH:
+            self._flush()
+
+    def _flush(self) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        if not self._batch:
+            return
+        width = len(self._names)
+        for values in self._batch:  # rows from before a new key appeared
+            values.extend([None] * (width - len(values)))
+        columns = [_array(pa, column) for column in zip(*self._batch, strict=True)]
+        self._batch = []
+        table = pa.table(columns, names=self._names)
+        if not self._schemas:
+            if self._writer is None:
+                self._writer = pq.ParquetWriter(
+                    self._tmp, table.schema, write_statistics=self._statistics()
+                )
+            if table.schema.equals(self._writer.schema):
+                self._writer.write_table(table)
+                return
+            # Other types than the first batch's: what was written becomes part 0.
+            self._schemas.append(self._writer.schema)
+            self._writer.close()
+            self._writer = None
+            os.replace(self._tmp, self._part(0))
+        pq.write_table(table, self._part(len(self._schemas)))
+        self._schemas.append(table.schema)
+
+    def _statistics(self) -> list[str]:
+        """Columns with min/max per row group: not the JSON text ones, whose min and max
+        would be whole rows' text kept in the file's footer (in memory until the end)."""
+        return [name for name in self._names if name not in _JSON_COLUMNS]
+
+    def _part(self, k: int) -> Path:
+        return Path(self._parts.name) / f"{k}.parquet"
+
+    def discard(self) -> None:
+        """Drop what was gathered; no rows.parquet."""
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+            self._tmp.unlink(missing_ok=True)
+        self._parts.cleanup()
+
+    def close(self) -> Path | None:
+        """Write rows.parquet (atomically); None when there were no rows."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        try:
+            self._flush()
+            if self._writer is not None:
+                self._writer.close()
+                self._writer = None
+            elif not self._schemas:
+                return None
+            else:
+                schema = _unified(pa, self._schemas)
+                statistics = self._statistics()
+                with pq.ParquetWriter(self._tmp, schema, write_statistics=statistics) as writer:
+                    for k in range(len(self._schemas)):
+                        table = pq.read_table(self._part(k))
+                        columns = [
+                            table[f.name].cast(f.type)
+                            if f.name in table.column_names
+                            else pa.nulls(len(table), f.type)
+                            for f in schema
+                        ]
+                        writer.write_table(pa.table(columns, schema=schema))
+            os.replace(self._tmp, self.out)
+            return self.out
+        finally:
+            self._parts.cleanup()
 
 
-def _annotated() -> dict[str, str]:
-    """Row field -> int, float, bool or str, from its annotation (``int | None`` -> int)."""
-    out = {}
-    for f in dataclasses.fields(Row):
-        base = str(f.type).split("|")[0].strip()
-        if base in _FITS:
-            out[f.name] = base
-    return out
+def _array(pa: Any, column: Iterable[Any]) -> Any:
+    """A column as arrow reads it; a column of mixed kinds (a key that holds numbers in
+    some rows and words in others) as text, which keeps every value."""
+    values = list(column)
+    try:
+        return pa.array(values)
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        return pa.array(
+            [None if v is None else v if isinstance(v, str) else _ENCODE(v) for v in values],
+            type=pa.string(),
+        )
 
 
-def _column_kind(name: str, seen: set[str], annotated: dict[str, str]) -> str:
-    values = seen - {"null"}
-    if name in _JSON_COLUMNS or "json" in values:
-        return "json"
-    if not values:
-        return "null"  # as pandas wrote it: read back as None, not NaN
-    want = annotated.get(name)
-    if want is not None and values <= _FITS[want]:
-        return want
-    if values and values <= {"int"}:
-        return "int"
-    if values and values <= {"int", "float"}:
-        return "float"
-    if values == {"bool"}:
-        return "bool"
-    return "str"
-
-
-def _cell(value: Any, kind: str) -> Any:
-    if kind == "json":
-        return json.dumps(value, sort_keys=True, default=str)
-    if value is None:
-        return None
-    if kind == "float":
-        return float(value)
-    if kind == "str" and not isinstance(value, str):
-        return json.dumps(value, default=str) if isinstance(value, (dict, list)) else str(value)
-    return value
+def _unified(pa: Any, schemas: list[Any]) -> Any:
+    """One schema for the part files: arrow's own promotion (null -> int -> float), and
+    text for a column whose parts disagree otherwise (int in one, text in another)."""
+    try:
+        return pa.unify_schemas(schemas, promote_options="permissive")
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        fields: dict[str, Any] = {}
+        for schema in schemas:
+            for f in schema:
+                have = fields.get(f.name)
+                if have is None or pa.types.is_null(have):
+                    fields[f.name] = f.type
+                elif not pa.types.is_null(f.type) and have != f.type:
+                    both_numeric = all(
+                        pa.types.is_integer(t) or pa.types.is_floating(t) for t in (have, f.type)
+                    )
+                    fields[f.name] = pa.float64() if both_numeric else pa.string()
+        return pa.schema(list(fields.items()))
 
 
 def write_parquet(run_dir: str | os.PathLike[str]) -> Path | None:
-    """Write rows.parquet beside rows.jsonl (atomically); None when there are no rows.
-
-    Rows are read twice, a batch at a time: first for the columns and their types (a Row
-    field keeps its annotated type; other keys get the type of their values), then to
-    write :data:`PARQUET_BATCH` rows per row group. The dict columns (env, versions,
-    extra) vary in keys from row to row: JSON text keeps them queryable and stable.
-    """
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    run_dir = Path(run_dir)
-    src = run_dir / ROWS_JSONL
+    """Write rows.parquet beside rows.jsonl (atomically, a batch of rows at a time); None
+    when there are no rows."""
+    src = Path(run_dir) / ROWS_JSONL
     if not src.exists():
         return None
-    seen: dict[str, set[str]] = {name: set() for name in FIELDS}
-    count = 0
+    sink = ParquetRows(run_dir)
     for row in read_rows(src):
-        count += 1
-        for key, value in row.items():
-            seen.setdefault(key, set()).add(_kind(value))
-    if not count:
-        return None
-    annotated = _annotated()
-    kinds = {name: _column_kind(name, found, annotated) for name, found in seen.items()}
-    schema = pa.schema(
-        [
-            (name, pa.string() if k == "json" else pa.type_for_alias(_ARROW[k]))
-            for name, k in kinds.items()
-        ]
-    )
-    out = run_dir / ROWS_PARQUET
-    tmp = out.with_suffix(".parquet.tmp")
-
-    def table(batch: list[dict[str, Any]]) -> Any:
-        return pa.table(
-            {name: [_cell(r.get(name), k) for r in batch] for name, k in kinds.items()},
-            schema=schema,
-        )
-
-    try:
-        with pq.ParquetWriter(tmp, schema) as writer:
-            batch: list[dict[str, Any]] = []
-            for row in read_rows(src):
-                batch.append(row)
-                if len(batch) >= PARQUET_BATCH:
-                    writer.write_table(table(batch))
-                    batch = []
-            if batch:
-                writer.write_table(table(batch))
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    os.replace(tmp, out)
-    return out
+        sink.add(row)
+    return sink.close()
 
 
 def read_parquet(path: str | os.PathLike[str]) -> Any:

@@ -5,15 +5,20 @@ from pathlib import Path
 
 import pytest
 
+from gpulane import record
+from gpulane.collectives.nccl_tests.logs import rows_from_file
 from gpulane.record import (
     FIELDS,
+    ParquetRows,
     Row,
     RowWriter,
+    SharedText,
     new_run_id,
     read_parquet,
     read_rows,
     write_parquet,
 )
+from tests.conftest import fixture_path
 
 
 def _row(i: int) -> Row:
@@ -115,3 +120,65 @@ def test_parquet_written_in_batches_keeps_types(
     assert list(frame["note"]) == ["0", "1", "2", "five", "five"]
     assert frame["env"][1] == {"NCCL_ALGO": "Ring"} and frame["path"].isna().all()
     assert list(frame.columns[: len(FIELDS)]) == list(FIELDS)
+
+
+def test_parquet_in_batches_joins_their_types(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Three rows a batch: a column null in the first batch and numbers later, ints that
+    # meet floats, and a key that only a later row has.
+    monkeypatch.setattr(record, "PARQUET_BATCH", 3)
+    rows = [_row(i).to_dict() for i in range(8)]
+    for i, row in enumerate(rows):
+        row["time_us"] = None if i < 3 else 1.5 * i
+        row["wrong"] = None if i < 4 else i
+        row["world_size"] = 2 if i < 3 else None
+    rows[6]["late_key"] = "x"
+    with RowWriter(tmp_path) as w:
+        for row in rows:
+            w.write(row)
+    write_parquet(tmp_path)
+    frame = read_parquet(tmp_path / "rows.parquet")
+    assert len(frame) == 8 and frame["time_us"].dtype == "float64"
+    assert frame["time_us"].isna().tolist() == [True] * 3 + [False] * 5
+    assert list(frame["time_us"][3:]) == [1.5 * i for i in range(3, 8)]
+    assert list(frame["wrong"][4:]) == [4, 5, 6, 7] and frame["wrong"][:4].isna().all()
+    assert list(frame["world_size"][:3]) == [2, 2, 2] and frame["world_size"][3:].isna().all()
+    assert frame["late_key"].isna().tolist() == [True] * 6 + [False, True]
+    assert frame["late_key"][6] == "x"
+    assert frame["env"][1] == {"NCCL_ALGO": "Ring"}
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # parts removed
+
+
+def test_parquet_of_no_rows(tmp_path: Path) -> None:
+    assert ParquetRows(tmp_path).close() is None
+    assert not list(tmp_path.iterdir())
+
+
+def test_shared_text_is_the_plain_encoding() -> None:
+    # Real rows whose extra holds the same facts object per run (five runs in one log).
+    rows = rows_from_file(
+        fixture_path("public/nccl-tests/wohlbier_dgx2_5tests_concatenated_log.txt")
+    )
+    plain = json.JSONEncoder(default=str).encode
+    ordered = json.JSONEncoder(default=str, sort_keys=True).encode
+    whole, extra = SharedText(plain, ("env", "versions", "extra")), SharedText(ordered)
+    for row in rows:
+        data = {name: getattr(row, name) for name in FIELDS}
+        assert whole(data) == plain(data)
+        assert extra(row.extra) == ordered(row.extra)
+    # A shared dict that gives way to another object is encoded anew.
+    facts = {"a": 1}
+    assert extra({"f": facts}) == extra({"f": facts}) == '{"f": {"a": 1}}'
+    assert extra({"f": {"a": 2}}) == '{"f": {"a": 2}}'
+
+
+def test_imported_rows_are_written_as_synced_ones(tmp_path: Path) -> None:
+    rows = rows_from_file(fixture_path("h200x2/nccl-tests-all_reduce.txt"))
+    for sync in (True, False):
+        with RowWriter(tmp_path / str(sync), sync=sync) as w:
+            for row in rows:
+                w.write(row)
+    synced = (tmp_path / "True" / "rows.jsonl").read_text()
+    assert (tmp_path / "False" / "rows.jsonl").read_text() == synced
+    assert [json.loads(line) for line in synced.splitlines()] == [r.to_dict() for r in rows]

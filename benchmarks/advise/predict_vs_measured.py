@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from gpulane.analysis.store import find_run_dirs, load_frame, records
-from gpulane.collectives.nccl_tests_parse import rows_from_file
+from gpulane.collectives.nccl_tests.logs import rows_from_file
 from gpulane.inference.shapes import dtype_bytes, shape_from_config
 from gpulane.planning.comm import Comms, MeasuredComm, Projection
 from gpulane.planning.compute import Compute, GpuSpec, calibrate

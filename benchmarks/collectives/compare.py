@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gpulane.collectives.nccl_tests_parse import rows_from_file
+from gpulane.collectives.nccl_tests.logs import rows_from_file
 from gpulane.units import format_size
 
 # torch.distributed's all_reduce is in-place only; all_gather runs both ways: compare

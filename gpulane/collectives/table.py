@@ -1,14 +1,10 @@
-"""nccl-tests-style table of a sweep, printed line by line as rows arrive, with a progress bar."""
+"""nccl-tests-style table of a sweep: the view the run session shows its rows through."""
 
 from __future__ import annotations
 
-import json
 import statistics
 from pathlib import Path
 from typing import Any
-
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from gpulane.collectives.overhead import overhead_line
 
@@ -50,110 +46,6 @@ def format_line(out_of_place: dict[str, Any] | None, in_place: dict[str, Any] | 
         f"{first['redop']:>6}  {(-1 if root is None else root):6d}"
         f"{format_half(out_of_place)}{format_half(in_place)}"
     )
-
-
-def print_run_header(description: str, build: str, run_id: str, env: dict[str, str]) -> None:
-    """The first lines of a sweep's output: what runs where, and the variables it was given."""
-    print(f"# gpulane sweep: {description}, build {build}, run {run_id}", flush=True)
-    if env:
-        print("# env: " + " ".join(f"{k}={v}" for k, v in env.items()), flush=True)
-
-
-class SweepTable:
-    """Groups rows of one (collective, dtype, size) into one table line."""
-
-    def __init__(
-        self,
-        total_lines: int,
-        placements: int,
-        console: Console | None = None,
-        progress: bool = True,
-    ) -> None:
-        self.console = console or Console(highlight=False, soft_wrap=True)
-        self.placements = placements
-        self.pending: dict[tuple[str, str, int], dict[bool, dict[str, Any]]] = {}
-        self.current_op: str | None = None
-        self.lines = 0
-        self.rows: list[dict[str, Any]] = []
-        self.progress = Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=self.console,
-            transient=True,
-            disable=not progress,
-        )
-        self.task = self.progress.add_task("sweep", total=total_lines)
-
-    def __enter__(self) -> SweepTable:
-        self.progress.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.flush()
-        self.progress.stop()
-
-    def print(self, text: str) -> None:
-        self.console.print(text, markup=False, highlight=False, crop=False, overflow="ignore")
-
-    def add(self, row: dict[str, Any]) -> None:
-        self.rows.append(row)
-        if row.get("status") != "ok" and row.get("time_us") is None:
-            self.print(f"# error: {row.get('error')}")
-            return
-        if row["op"] != self.current_op:
-            self.flush()
-            self.current_op = row["op"]
-            self.print(f"#\n# {row['op']} ({row['backend']}, {row['world_size']} ranks)\n{HEADER}")
-        requested = (row.get("extra") or {}).get("requested_bytes", row["size_bytes"])
-        key = (row["op"], row["dtype"], int(requested))
-        self.pending.setdefault(key, {})[bool(row["in_place"])] = row
-        if len(self.pending[key]) >= self.expected_halves(row):
-            self.emit(key)
-
-    def expected_halves(self, row: dict[str, Any]) -> int:
-        expected = (row.get("extra") or {}).get("placements")
-        return int(expected) if expected else self.placements
-
-    def emit(self, key: tuple[str, str, int]) -> None:
-        halves = self.pending.pop(key)
-        self.print(format_line(halves.get(False), halves.get(True)))
-        self.lines += 1
-        self.progress.update(self.task, completed=self.lines, description=key[0])
-
-    def flush(self) -> None:
-        for key in list(self.pending):
-            self.emit(key)
-
-
-class RowTail:
-    """Reads rows appended to a JSON Lines file since the last call (only complete lines)."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.offset = 0
-        self.partial = ""
-
-    def read(self) -> list[dict[str, Any]]:
-        try:
-            with open(self.path, encoding="utf-8") as fh:
-                fh.seek(self.offset)
-                data = fh.read()
-                self.offset = fh.tell()
-        except FileNotFoundError:
-            return []
-        data = self.partial + data
-        lines = data.split("\n")
-        self.partial = lines.pop()
-        out = []
-        for line in lines:
-            if line.strip():
-                try:
-                    out.append(json.loads(line))
-                except json.JSONDecodeError:
-                    continue
-        return out
 
 
 class SweepView:

@@ -10,9 +10,15 @@ from gpulane.commands.args import ArgumentParser
 from gpulane.errors import InputError
 from gpulane.session.imports import FORMATS, ImportRequest, import_files, importer, usage
 
+EXIT_HELP = (
+    "exit status: 0 when every FILE measured something, 1 when every run in a FILE failed "
+    "(its error rows are still printed and written), 2 for a FILE that cannot be read or "
+    "is not this format's output"
+)
+
 
 def _parser(name: str, module: ModuleType) -> ArgumentParser:
-    ap = ArgumentParser(prog=f"gpulane parse {name}", description=module.WHAT)
+    ap = ArgumentParser(prog=f"gpulane parse {name}", description=module.WHAT, epilog=EXIT_HELP)
     ap.add_argument("files", nargs="+", metavar="FILE")
     ap.add_argument("--json", action="store_true", help="print the rows as JSON Lines")
     ap.add_argument("--out", metavar="DIR", help="write the rows into run directory DIR")

@@ -55,6 +55,7 @@ class LaunchResult:
     host: str | None = None  # the host of the rank that failed, where known
     row_error: str | None = None  # a longer account for the error row (a stderr tail)
     reported: bool = False  # its error row is already written (a run collected again)
+    timed_out: bool = False  # ended by the watchdog for silence (a program's or the ranks')
 
     @property
     def ok(self) -> bool:
@@ -78,6 +79,10 @@ class Launcher(ABC):
         """(processes, GPUs per process) for a program that can drive several GPUs from one
         process (nccl-tests' -g): launchers that start one process per rank give (world, 1)."""
         return world, 1
+
+    def command_line(self, spec: LaunchSpec) -> list[str]:
+        """What runs (after :meth:`start`: the launcher's own command around it)."""
+        return list(spec.program or [])
 
     @abstractmethod
     def start(self, spec: LaunchSpec) -> None: ...

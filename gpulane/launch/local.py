@@ -129,7 +129,7 @@ class LocalLauncher(Launcher):
             self._kill_all()
             message, ranks, label = stalled
             codes = {r: p.poll() for r, p in self.procs.items()}
-            return self._end(LaunchResult(codes, message, ranks, label))
+            return self._end(LaunchResult(codes, message, ranks, label, timed_out=True))
         return None
 
     def cancel(self) -> None:

@@ -43,18 +43,18 @@ from types import ModuleType
 from typing import Any
 
 from gpulane.errors import InputError, RunFailed
-from gpulane.record import ROWS_JSONL, Row, RowWriter, new_run_id, write_parquet
+from gpulane.record import ROWS_JSONL, ParquetRows, Row, RowWriter, new_run_id
 
 # format -> importer module (the contract above), or "module:main" with its own argv
 FORMATS: dict[str, str] = {
-    "nccl-tests": "gpulane.collectives.nccl_tests_parse:main",
+    "nccl-tests": "gpulane.collectives.nccl_tests.importer",
     "bandwidthtest": "gpulane.transfers.importers.bandwidthtest",
     "p2p": "gpulane.transfers.importers.p2p",
     "nvbandwidth": "gpulane.transfers.importers.nvbandwidth",
     "vllm": "gpulane.inference.vllm_import",
 }
 # one-line help of entries with their own command line
-_OWN_HELP = {"nccl-tests": "nccl-tests text or -J JSON (options: gpulane parse nccl-tests -h)"}
+_OWN_HELP: dict[str, str] = {}
 
 
 def importer(name: str) -> ModuleType:
@@ -80,7 +80,8 @@ def usage() -> str:
         "",
         "--out DIR: DIR becomes the run directory (rows.jsonl, rows.parquet); it must not",
         "hold rows.jsonl yet. --json: rows as JSON Lines. Exit 0 when a row measured",
-        "something, 1 when the files gave only error rows, 2 for unreadable files.",
+        "something in every file, 1 when a file gave only error rows (every run in it",
+        "failed), 2 for unreadable files.",
     ]
     return "\n".join(lines)
 
@@ -90,6 +91,8 @@ class RunOut:
 
     def __init__(self, path: str) -> None:
         self.path = Path(path)
+        if self.path.exists() and not self.path.is_dir():
+            raise InputError(f"--out {path}: not a directory")
         if (self.path / ROWS_JSONL).exists():
             raise InputError(
                 f"--out {path}: already holds {ROWS_JSONL}; give a new directory (rows of "
@@ -104,13 +107,17 @@ class RunOut:
         except OSError as err:
             raise InputError(f"--out {path}: cannot write there: {err.strerror or err}") from None
         self.writer: RowWriter | None = None
+        self.parquet: ParquetRows | None = None
         self.count = 0
 
     def write(self, row: dict[str, Any]) -> None:
         try:
             if self.writer is None:
                 self.writer = RowWriter(self.path, sync=False)  # the input stays on disk
+                self.parquet = ParquetRows(self.path)  # built as rows pass: one batch in memory
             self.writer.write(row)
+            assert self.parquet is not None
+            self.parquet.add(row)
         except OSError as err:
             raise InputError(f"--out {self.path}: cannot write: {err.strerror or err}") from None
         self.count += 1
@@ -124,9 +131,9 @@ class RunOut:
                 raise InputError(
                     f"--out {self.path}: cannot write: {err.strerror or err}"
                 ) from None
-        if self.count:
+        if self.count and self.parquet is not None:
             try:
-                write_parquet(self.path)
+                self.parquet.close()
             except OSError as err:
                 raise InputError(
                     f"--out {self.path}: cannot write rows.parquet: {err.strerror or err}"
@@ -144,6 +151,7 @@ def strict_json(row: dict[str, Any]) -> str:
 class _Tally:
     def __init__(self) -> None:
         self.rows = self.ok = 0
+        self.empty: list[str] = []  # files that measured nothing (every run in them failed)
 
 
 def _through(
@@ -151,6 +159,7 @@ def _through(
 ) -> Iterator[tuple[Row, dict[str, Any]]]:
     """Every file's rows in turn (with their dict form), each written to --out as it passes."""
     for path in files:
+        ok_before = tally.ok
         for row in module.stream_rows(path, **kwargs):
             data = row.to_dict()
             tally.rows += 1
@@ -158,6 +167,8 @@ def _through(
             if out is not None:
                 out.write(data)
             yield row, data
+        if tally.ok == ok_before:
+            tally.empty.append(path)
 
 
 def _console() -> Any:
@@ -217,14 +228,16 @@ def import_files(req: ImportRequest) -> int:
             out.finish()
     if out is not None and tally.rows:
         sys.stderr.write(f"# {tally.rows} rows: {out.path / ROWS_JSONL} and rows.parquet\n")
-    if tally.ok == 0:
-        raise RunFailed(
-            f"parse {name}: nothing measured: the files gave only error rows ({tally.rows})"
-            if tally.rows
-            else f"parse {name}: the files gave no rows"
-        )
+    if tally.rows == 0:
+        raise RunFailed(f"parse {name}: the files gave no rows")
     if tally.rows > tally.ok:
         sys.stderr.write(
             f"# {tally.rows - tally.ok} of {tally.rows} rows are errors (status error)\n"
+        )
+    if tally.empty:
+        # A log of a failed run is a result too, but not a measurement: say which file.
+        raise RunFailed(
+            f"parse {name}: nothing measured in {', '.join(tally.empty)} (every run in it "
+            "failed); the other files' rows are kept"
         )
     return 0

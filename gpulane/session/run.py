@@ -16,6 +16,7 @@ launcher goes through :class:`RunSession`:
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -97,6 +98,9 @@ class RunSession:
         self.result: LaunchResult | None = None
         self.started_rows = False
         self.failure: str | None = None  # the run's failure in words, once concluded
+        # Rows read from a program's output while it runs (nccl-tests), shown as they come;
+        # the rows kept are what the run writes to rows.jsonl.
+        self.pump: Callable[[], tuple[list[dict[str, Any]], list[str]]] | None = None
 
     # -- output --------------------------------------------------------------------------
     def say(self, text: str) -> None:
@@ -131,11 +135,16 @@ class RunSession:
                 return self.interrupt(ex)
         return self.finish()
 
-    def begin(self, launcher: Launcher, launch: LaunchSpec, attach: bool = False) -> None:
+    def begin(
+        self, launcher: Launcher, launch: LaunchSpec, attach: bool = False, header: bool = True
+    ) -> None:
+        """Start ``launch`` (``attach``: follow one started earlier); ``header``: print the
+        run's first lines (a run of several launches prints them once)."""
         self.launcher = launcher
+        self.result = None
         if not attach:
             launcher.check(launch)
-            if self.label is None:
+            if self.label is None and header:
                 self.header(launcher, launch)
             self.display.update(0, f"starting {launch.nprocs} ranks…")
             launcher.start(launch)
@@ -158,7 +167,12 @@ class RunSession:
         assert self.launcher is not None
         for note in self.launcher.notes() + self.notes.read():
             self.say(note)
-        for row in self.rows.read():
+        live: list[dict[str, Any]] = []
+        if self.pump is not None:
+            live, lines = self.pump()
+            for line in lines:
+                self.say(line)
+        for row in live + self.rows.read():
             self.started_rows = True
             for line in self.view.add(row):
                 if self.label is None:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from gpulane.collectives.nccl_tests_parse import parse_log
+from gpulane.collectives.nccl_tests.logs import parse_log
 from gpulane.collectives.spec import COLLECTIVES, DTYPES, plan_point
 from tests.conftest import FIXTURES
 

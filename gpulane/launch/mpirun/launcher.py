@@ -60,7 +60,7 @@ class MpirunLauncher(Launcher):
         self.started = 0.0
         self.output: OutputWatch | None = None
         self.result: LaunchResult | None = None
-        self._notes_seen = 0
+        self.cmd: list[str] = []
 
     def check(self, spec: LaunchSpec) -> None:
         s = self.settings
@@ -78,6 +78,9 @@ class MpirunLauncher(Launcher):
 
     def describe(self, spec: LaunchSpec) -> str:
         return f"{spec.nprocs} ranks under {self.flavor}'s {Path(self.exe).name}"
+
+    def command_line(self, spec: LaunchSpec) -> list[str]:
+        return list(self.cmd) or super().command_line(spec)
 
     def start(self, spec: LaunchSpec) -> None:
         s = self.settings
@@ -107,6 +110,7 @@ class MpirunLauncher(Launcher):
             oversubscribe=local and spec.nprocs > physical_cores(),
         )
         (log_dir / "mpirun.cmd").write_text(shlex.join(cmd) + "\n")
+        self.cmd = cmd
         self.mlog = open(log_dir / MPIRUN_LOG, "wb")  # noqa: SIM115 - closed in _end
         self.proc = subprocess.Popen(
             cmd,
@@ -142,7 +146,7 @@ class MpirunLauncher(Launcher):
             stop(proc)
             message, ranks, label = stalled
             codes = dict.fromkeys(range(spec.nprocs), proc.poll())
-            return self._end(LaunchResult(codes, message, ranks, label))
+            return self._end(LaunchResult(codes, message, ranks, label, timed_out=True))
         return None
 
     def cancel(self) -> None:

@@ -21,13 +21,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from omegaconf import OmegaConf
 
-from gpulane.collectives import nccl_tests as nt
+from gpulane.collectives.nccl_tests import args as nt_args
+from gpulane.collectives.nccl_tests import binaries as nt_binaries
 from gpulane.collectives.plan import build_plan
+from gpulane.config.commands import SweepConfig
+from gpulane.config.load import typed
 from gpulane.errors import InputError, MissingComponent
 from gpulane.record import read_parquet
 from gpulane.rundir import RunDir
+from gpulane.session.nccl_tests import run_nccl_tests
 from tests.conftest import fixture_path
 from tests.helpers import gpulane, rows_of, run_dirs
 
@@ -66,6 +69,8 @@ if "-J" in sys.argv:
         shutil.copy(spec["json"], path)
     lines = [ln for ln in lines if not ln.startswith("# Writing JSON output to")]
     lines.insert(0, "# Writing JSON output to " + path + "\\n")
+if spec.get("one_rank"):  # a plain (not MPI=1) build under mpirun: each process alone
+    lines = [ln for ln in lines if not ln.startswith("#  Rank  1 ")]
 if spec.get("cut_before"):
     k = next(i for i, ln in enumerate(lines) if ln.split()[:1] == [spec["cut_before"]])
     lines = lines[:k]
@@ -80,20 +85,24 @@ sys.exit(spec.get("status", 0))
 """
 
 FAKE_MPIRUN = """#!{python}
-# Stand-in for mpirun: records its command line, then runs the program after the options
-# (once, like an MPI-built nccl-tests whose rank 0 prints; or n times with "separate").
+# Stand-in for Open MPI's mpirun: says it is Open MPI, records its command line, then runs
+# the program after its options once per process (FAKE_MPIRUN_PROCS, default 1: an
+# MPI-built nccl-tests whose rank 0 prints for the world), each with its rank variable.
 import json, os, subprocess, sys
 from pathlib import Path
 
+if "--version" in sys.argv:
+    print("mpirun (Open MPI) 4.1.4")
+    sys.exit(0)
 me = Path(__file__)
 with open(me.parent / "mpirun.log", "a") as fh:
     fh.write(json.dumps(sys.argv) + "\\n")
 args = sys.argv[1:]
-k = next(i for i, a in enumerate(args) if a.endswith("_perf"))
-times = int(os.environ.get("FAKE_MPIRUN_PROCS", "1"))
+k = args.index("sh") if "sh" in args else next(i for i, a in enumerate(args) if a.endswith("_perf"))
 code = 0
-for _ in range(times):
-    code = subprocess.call(args[k:]) or code
+for rank in range(int(os.environ.get("FAKE_MPIRUN_PROCS", "1"))):
+    env = dict(os.environ, OMPI_COMM_WORLD_RANK=str(rank), OMPI_COMM_WORLD_SIZE="1")
+    code = subprocess.call(args[k:], env=env) or code
 sys.exit(code)
 """
 
@@ -155,7 +164,7 @@ def make_cfg(home: Path | None, **over: Any) -> Any:
         for p in parts[:-1]:
             node = node[p]
         node[parts[-1]] = value
-    return OmegaConf.create(data)
+    return typed(data, SweepConfig)
 
 
 def run_dir(tmp_path: Path) -> RunDir:
@@ -166,7 +175,7 @@ def run_dir(tmp_path: Path) -> RunDir:
 
 @pytest.fixture(autouse=True)
 def _fresh_help_cache() -> None:
-    nt._HELP_CACHE.clear()
+    nt_binaries._HELP_CACHE.clear()
 
 
 # ------------------------------------------------------------------------ command lines
@@ -175,7 +184,7 @@ def _fresh_help_cache() -> None:
 def test_command_line_from_the_sweep_config(tmp_path: Path) -> None:
     cfg = make_cfg(None)
     plan = build_plan(cfg, True)
-    assert nt.test_args(cfg, plan, "all_reduce", "float", 2) == [
+    assert nt_args.test_args(cfg, plan, "all_reduce", "float", 2) == [
         "-b", "8", "-e", "8589934592", "-f", "2", "-g", "2", "-n", "20", "-w", "5",
         "-c", "1", "-d", "float", "-o", "sum",
     ]  # fmt: skip
@@ -190,7 +199,7 @@ def test_command_line_from_the_sweep_config(tmp_path: Path) -> None:
         **{"backend.extra_args": ["-a", "3"]},
     )
     plan = build_plan(cfg, True)
-    args = nt.test_args(cfg, plan, "broadcast", "bfloat16", 1, tmp_path / "x.json", True)
+    args = nt_args.test_args(cfg, plan, "broadcast", "bfloat16", 1, tmp_path / "x.json", True)
     assert args == [
         "-b",
         "8",
@@ -219,7 +228,7 @@ def test_command_line_from_the_sweep_config(tmp_path: Path) -> None:
     ]  # fmt: skip  (no -o: broadcast does not reduce; no -I with -G)
     cfg = make_cfg(None, sizes={"min": "1M", "max": "4M", "factor": 2, "step": "1M"})
     plan = build_plan(cfg, True)
-    args = nt.test_args(cfg, plan, "reduce_scatter", "float", 2, per_iter=True)
+    args = nt_args.test_args(cfg, plan, "reduce_scatter", "float", 2, per_iter=True)
     assert args[:6] == ["-b", "1048576", "-e", "4194304", "-i", "1048576"]
     assert args[-4:] == ["-o", "sum", "-I", "1"]
 
@@ -227,28 +236,24 @@ def test_command_line_from_the_sweep_config(tmp_path: Path) -> None:
 def test_whole_factors_only() -> None:
     cfg = make_cfg(None, sizes={"min": 8, "max": "1M", "factor": 1.5, "step": None})
     with pytest.raises(InputError, match="whole factor"):
-        nt.test_args(cfg, build_plan(cfg, True), "all_reduce", "float", 2)
+        nt_args.test_args(cfg, build_plan(cfg, True), "all_reduce", "float", 2)
 
 
-def test_launchers(tmp_path: Path) -> None:
-    env = {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"}
-    assert nt.launch_prefix(make_cfg(None), 4, env) == ([], 4, "local")
+def test_launchers_lay_out_the_program(tmp_path: Path) -> None:
+    """nccl-tests runs under the same launchers as gpulane's ranks: locally one process
+    driving every GPU (-g N), under mpirun and Slurm one rank per GPU (-g 1)."""
+    from gpulane.launch.factory import make_launcher
+
+    assert make_launcher(make_cfg(None)).program_layout(4) == (1, 4)
     fake = _write_exe(tmp_path / "mpirun", FAKE_MPIRUN)
-    cfg = make_cfg(None, launcher={"name": "mpirun", "command": str(fake), "args": ["-v"]})
-    prefix, gpus, name = nt.launch_prefix(cfg, 2, env)
-    root = ["--allow-run-as-root"] if os.geteuid() == 0 else []
-    assert prefix == [
-        str(fake), "-np", "2", *root, "-x", "NCCL_P2P_DISABLE", "-x", "NCCL_SHM_DISABLE", "-v",
-    ]  # fmt: skip
-    assert (gpus, name) == (1, "mpirun")
-    srun = _write_exe(tmp_path / "srun", FAKE_MPIRUN)
-    cfg = make_cfg(None, launcher={"name": "slurm", "command": str(srun), "mpi": "pmix"})
-    assert nt.launch_prefix(cfg, 8, env) == ([str(srun), "--ntasks=8", "--mpi=pmix"], 1, "slurm")
-    with pytest.raises(MissingComponent, match="not on PATH"):
-        nt.launch_prefix(make_cfg(None, launcher={"name": "mpirun", "command": "no-mpirun-x"}),
-                         2, env)  # fmt: skip
-    with pytest.raises(InputError, match="cannot start nccl-tests"):
-        nt.launch_prefix(make_cfg(None, launcher={"name": "pdsh"}), 2, env)
+    mpi = make_cfg(None, launcher={"name": "mpirun", "command": str(fake)})
+    assert make_launcher(mpi, "cuda", needs_mpi=True).program_layout(2) == (2, 1)
+    slurm = make_cfg(None, launcher={"name": "slurm", "nodes": 2, "gpus_per_node": 4})
+    assert make_launcher(slurm, "cuda", needs_mpi=True).program_layout(8) == (8, 1)
+    stand_in(tmp_path / "bin", "all_reduce_perf", fixture="h200x2/nccl-tests-mpi-all_reduce.txt")
+    missing = make_cfg(home=tmp_path / "bin", launcher={"name": "mpirun", "command": "no-mpirun-x"})
+    with pytest.raises(MissingComponent, match="'no-mpirun-x' not found"):
+        run_nccl_tests(missing, run_dir(tmp_path), {})
 
 
 def test_finding_binaries(tmp_path: Path) -> None:
@@ -257,17 +262,17 @@ def test_finding_binaries(tmp_path: Path) -> None:
     other = tmp_path / "other"
     stand_in(other, "all_gather_perf")
     env = {"PATH": str(tmp_path / "bin"), "NCCL_TESTS_HOME": str(other)}
-    found = nt.find_binaries(["all_reduce_perf", "all_gather_perf"], str(home), env)
+    found = nt_binaries.find_binaries(["all_reduce_perf", "all_gather_perf"], str(home), env)
     assert found == {
         "all_reduce_perf": home / "build" / "all_reduce_perf",
         "all_gather_perf": other / "all_gather_perf",
     }
     env = {"PATH": str(other)}
-    assert nt.find_binaries(["all_gather_perf"], None, env) == {
+    assert nt_binaries.find_binaries(["all_gather_perf"], None, env) == {
         "all_gather_perf": other / "all_gather_perf"
     }
     with pytest.raises(MissingComponent) as info:
-        nt.find_binaries(["all_reduce_perf", "alltoall_perf"], None, {"PATH": "/nowhere"})
+        nt_binaries.find_binaries(["all_reduce_perf", "alltoall_perf"], None, {"PATH": "/nowhere"})
     msg = str(info.value)
     assert "all_reduce_perf, alltoall_perf not found" in msg
     assert "backend.home (not set)" in msg and "NCCL_TESTS_HOME (not set)" in msg
@@ -288,7 +293,7 @@ def test_run_reads_the_json_and_keeps_the_log(tmp_path: Path) -> None:
     )
     run = run_dir(tmp_path)
     env = {"NCCL_P2P_DISABLE": "1"}
-    assert nt.run_nccl_tests(make_cfg(home), run, env) == 0
+    assert run_nccl_tests(make_cfg(home), run, env) == 0
     argv = calls(home)[-1]
     assert argv[0] == str(home / "all_reduce_perf")
     assert argv[1:] == [
@@ -318,7 +323,7 @@ def test_text_only_binary_and_placement_filter(tmp_path: Path) -> None:
     stand_in(home, "all_reduce_perf", fixture="h200x2/nccl-tests-all_reduce.txt",
              help=HELP_TEXT_ONLY)  # fmt: skip
     run = run_dir(tmp_path)
-    assert nt.run_nccl_tests(make_cfg(home, in_place="false"), run, {}) == 0
+    assert run_nccl_tests(make_cfg(home, in_place="false"), run, {}) == 0
     assert "-J" not in calls(home)[-1]
     rows = run.rows()
     assert len(rows) == 31 and {r["in_place"] for r in rows} == {False}
@@ -330,7 +335,7 @@ def test_use_json_true_needs_support(tmp_path: Path) -> None:
     stand_in(home, "all_reduce_perf", fixture="h200x2/nccl-tests-all_reduce.txt",
              help=HELP_TEXT_ONLY)  # fmt: skip
     with pytest.raises(InputError, match="does not list -J"):
-        nt.run_nccl_tests(make_cfg(home, **{"backend.use_json": "true"}), run_dir(tmp_path), {})
+        run_nccl_tests(make_cfg(home, **{"backend.use_json": "true"}), run_dir(tmp_path), {})
 
 
 def test_nccl_failure_exit_status_keeps_earlier_rows(tmp_path: Path) -> None:
@@ -347,7 +352,7 @@ def test_nccl_failure_exit_status_keeps_earlier_rows(tmp_path: Path) -> None:
         status=3,
     )
     run = run_dir(tmp_path)
-    assert nt.run_nccl_tests(make_cfg(home), run, {}) == 1
+    assert run_nccl_tests(make_cfg(home), run, {}) == 1
     rows = run.rows()
     ok = [r for r in rows if r["status"] == "ok"]
     bad = [r for r in rows if r["status"] != "ok"]
@@ -368,7 +373,7 @@ def test_wrong_results_are_error_rows(tmp_path: Path) -> None:
     )
     run = run_dir(tmp_path)
     cfg = make_cfg(home, collectives=["all_gather"], world_size=12)
-    assert nt.run_nccl_tests(cfg, run, {}) == 1
+    assert run_nccl_tests(cfg, run, {}) == 1
     bad = [r for r in run.rows() if r["status"] != "ok"]
     assert [(r["size_bytes"], r["wrong"]) for r in bad] == [
         (4294967280, 1), (4294967280, 1), (8589934560, 1), (8589934560, 1)]  # fmt: skip
@@ -386,7 +391,7 @@ def test_binary_that_cannot_start(tmp_path: Path) -> None:
         status=127,
     )
     run = run_dir(tmp_path)
-    assert nt.run_nccl_tests(make_cfg(home), run, {}) == 1
+    assert run_nccl_tests(make_cfg(home), run, {}) == 1
     (row,) = run.rows()
     assert row["status"] == "error" and row["op"] == "all_reduce"
     assert "exited with status 127 before printing an nccl-tests table" in row["error"]
@@ -398,7 +403,7 @@ def test_hang_is_ended_after_timeout(tmp_path: Path) -> None:
     stand_in(home, "all_reduce_perf", fixture="h200x2/nccl-tests-all_reduce.txt",
              help=HELP_TEXT_ONLY, cut_before="4096", sleep=60)  # fmt: skip
     run = run_dir(tmp_path)
-    assert nt.run_nccl_tests(make_cfg(home, timeout_s=1), run, {}) == 1
+    assert run_nccl_tests(make_cfg(home, timeout_s=1), run, {}) == 1
     rows = run.rows()
     assert len([r for r in rows if r["status"] == "ok"]) == 2 * 9
     (bad,) = [r for r in rows if r["status"] != "ok"]
@@ -411,7 +416,7 @@ def test_killed_by_a_signal(tmp_path: Path) -> None:
     stand_in(home, "all_reduce_perf", fixture="h200x2/nccl-tests-all_reduce.txt",
              help=HELP_TEXT_ONLY, cut_before="4096", signal="SIGSEGV")  # fmt: skip
     run = run_dir(tmp_path)
-    assert nt.run_nccl_tests(make_cfg(home), run, {}) == 1
+    assert run_nccl_tests(make_cfg(home), run, {}) == 1
     (bad,) = [r for r in run.rows() if r["status"] != "ok"]
     assert "was killed by SIGSEGV" in bad["error"]
     assert bad["size_bytes"] is None or bad["size_bytes"] == 4096
@@ -426,10 +431,12 @@ def test_under_mpirun_one_rank_per_gpu(tmp_path: Path) -> None:
                    sizes={"min": 8, "max": "64M", "factor": 2, "step": None},
                    warmup=10, iters=50)  # fmt: skip
     run = run_dir(tmp_path)
-    assert nt.run_nccl_tests(cfg, run, {"NCCL_NVLS_ENABLE": "0"}) == 0
+    assert run_nccl_tests(cfg, run, {"NCCL_NVLS_ENABLE": "0"}) == 0
     mpirun_argv = json.loads((tmp_path / "mpirun.log").read_text().splitlines()[-1])
     root = ["--allow-run-as-root"] if os.geteuid() == 0 else []
-    assert mpirun_argv[1 : 5 + len(root)] == ["-np", "2", *root, "-x", "NCCL_NVLS_ENABLE"]
+    assert mpirun_argv[1 : 3 + len(root)] == ["-np", "2", *root]
+    exported = [mpirun_argv[i + 1] for i, a in enumerate(mpirun_argv) if a == "-x"]
+    assert "NCCL_NVLS_ENABLE" in exported and "NCCL_DEBUG_FILE" in exported
     argv = calls(home)[-1]
     assert argv[argv.index("-g") + 1] == "1"
     rows = run.rows()
@@ -438,19 +445,21 @@ def test_under_mpirun_one_rank_per_gpu(tmp_path: Path) -> None:
 
 
 def test_mpirun_without_mpi_build_is_an_error(tmp_path: Path) -> None:
+    """A build without MPI=1 under mpirun: every process is a test of one rank."""
     home = tmp_path / "bin"
     stand_in(home, "all_reduce_perf", fixture="h200x2/nccl-tests-mpi-all_reduce.txt",
-             help=HELP_TEXT_ONLY)  # fmt: skip
+             help=HELP_TEXT_ONLY, one_rank=True)  # fmt: skip
     fake = _write_exe(tmp_path / "mpirun", FAKE_MPIRUN)
     cfg = make_cfg(home, launcher={"name": "mpirun", "command": str(fake)})
     os.environ["FAKE_MPIRUN_PROCS"] = "2"
     try:
-        assert nt.run_nccl_tests(cfg, run_dir(tmp_path), {}) == 1
+        assert run_nccl_tests(cfg, run_dir(tmp_path), {}) == 1
     finally:
         del os.environ["FAKE_MPIRUN_PROCS"]
     rows = RunDir("r1", tmp_path / "runs" / "r1", "test").rows()
-    (bad,) = [r for r in rows if r["status"] != "ok"]
-    assert "printed 2 separate tests" in bad["error"] and "MPI=1" in bad["error"]
+    bad = [r for r in rows if r["status"] != "ok"]
+    assert bad and "ran as 1 ranks but 2 were asked for" in bad[0]["error"]
+    assert "MPI=1" in bad[0]["error"]
 
 
 def test_missing_binaries_name_the_places(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -458,7 +467,7 @@ def test_missing_binaries_name_the_places(tmp_path: Path, monkeypatch: pytest.Mo
     monkeypatch.delenv("NCCL_TESTS_HOME", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(MissingComponent, match="all_reduce_perf not found"):
-        nt.run_nccl_tests(make_cfg(None), run_dir(tmp_path), {})
+        run_nccl_tests(make_cfg(None), run_dir(tmp_path), {})
 
 
 def test_gpulane_sweep_backend_nccl_tests(tmp_path: Path) -> None:

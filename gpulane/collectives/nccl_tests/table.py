@@ -1,0 +1,232 @@
+"""The result table of nccl-tests' text output: its column layout, and the values of a
+line's tokens read against it.
+
+``size count type [redop] [root]`` then, per placement (out-of-place first),
+``time|cputime algbw busbw #wrong|error`` and, with ``-I 1``, ``i_min i_max i_p99 i_cv%``,
+and with ``-S 1`` a trailing timestamp; values ``N/A``, ``inf``, ``nan``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+from gpulane.collectives.nccl_tests.model import Columns, Measurement, TableLine
+
+# One value read from a line: (column, placement index or -1, value, the printed token).
+Value = tuple[str, int, Any, str]
+
+# Integers of at most 30 digits (Python refuses to convert very long digit strings).
+_UINT_RE = re.compile(r"^\d{1,30}$", re.ASCII)
+_INT_RE = re.compile(r"^[-+]?\d{1,30}$", re.ASCII)
+_FLOAT_RE = re.compile(
+    r"^[-+]?(?:\d{1,40}\.?\d{0,40}|\.\d{1,40})(?:[eE][-+]?\d{1,4})?$|^[-+]?(?:inf|nan)$",
+    re.I | re.ASCII,
+)
+_WORD_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_DATE_RE = re.compile(r"^\d{4}-\d\d-\d\d$")
+_CLOCK_RE = re.compile(r"^\d\d:\d\d:\d\d$")
+
+
+def to_int(text: str | None) -> int | None:
+    if text is None or not _INT_RE.match(text.strip()):
+        return None
+    return int(text)
+
+
+def finite(value: float | None) -> float | None:
+    if value is None or math.isnan(value) or math.isinf(value):
+        return None
+    return value
+
+
+_MISSING = object()
+
+
+def _uint(tok: str) -> Any:
+    return int(tok) if _UINT_RE.match(tok) else _MISSING
+
+
+def _int(tok: str) -> Any:
+    return int(tok) if _INT_RE.match(tok) else _MISSING
+
+
+def _word(tok: str) -> Any:
+    return tok if _WORD_RE.match(tok) and tok.lower() not in ("inf", "nan") else _MISSING
+
+
+def _float(tok: str) -> Any:
+    return float(tok) if _FLOAT_RE.match(tok) else _MISSING
+
+
+def _float_or_na(tok: str) -> Any:
+    return None if tok == "N/A" else _float(tok)
+
+
+def _date(tok: str) -> Any:
+    return tok if _DATE_RE.match(tok) else _MISSING
+
+
+def _clock(tok: str) -> Any:
+    return tok if _CLOCK_RE.match(tok) else _MISSING
+
+
+# What each column accepts; time, algbw, busbw, i_min, i_max, i_p99, i_cv: a float.
+_READ = {
+    "size": _uint,
+    "count": _uint,
+    "root": _int,
+    "type": _word,
+    "redop": _word,
+    "wrong": _float_or_na,
+    "error": _float_or_na,
+    "date": _date,
+    "clock": _clock,
+}
+
+
+def _accept(col: str, tok: str) -> Any:
+    """The value of a token in a column, or _MISSING when it cannot be that column."""
+    return _READ.get(col, _float)(tok)
+
+
+_LABEL_RE = re.compile(
+    r"#wrong|cputime|timestamp|i_min|i_max|i_p99|i_cv%?|size|count|type|redop|root|"
+    r"time|algbw|busbw|error"
+)
+
+
+def parse_columns(line: str) -> Columns | None:
+    """The column layout from the ``#  size  count  type ...`` header line."""
+    labels = _LABEL_RE.findall(line.lstrip("#"))
+    pre: list[str] = []
+    groups: list[list[str]] = []
+    stamp = cputime = False
+    for lab in labels:
+        name = {"#wrong": "wrong", "i_cv%": "i_cv", "cputime": "time"}.get(lab, lab)
+        if lab == "cputime":
+            cputime = True
+        if name == "time":
+            groups.append(["time"])
+        elif name == "timestamp":
+            stamp = True
+        elif not groups:
+            pre.append(name)
+        else:
+            groups[-1].append(name)
+    if pre[:3] != ["size", "count", "type"] or not groups or len(groups) > 2:
+        return None
+    if any(p not in ("redop", "root") for p in pre[3:]) or len(set(pre)) != len(pre):
+        return None
+    for g in groups:
+        if g[:3] != ["time", "algbw", "busbw"] or len(set(g)) != len(g):
+            return None
+    return Columns(pre, groups, stamp, cputime)
+
+
+def table_start(taken: list[Value]) -> TableLine:
+    vals = {c: v for c, g, v, _ in taken if g == -1}
+    return TableLine(
+        line=0,
+        size_bytes=int(vals["size"]),
+        count=vals.get("count"),
+        dtype=vals.get("type"),
+        redop=vals.get("redop"),
+        root=vals.get("root"),
+    )
+
+
+_GLUED_RE = re.compile(r"^([-+]?\d{1,30}(?:\.\d{1,30})?(?:[eE][-+]?\d{1,3})?)(\D.*)$", re.ASCII)
+_NUMERIC_COLS = (
+    "root",
+    "time",
+    "algbw",
+    "busbw",
+    "wrong",
+    "error",
+    "i_min",
+    "i_max",
+    "i_p99",
+    "i_cv",
+)
+
+
+def take_whole(cols: list[tuple[str, int]], line: str) -> list[Value] | None:
+    """The values of a line that is exactly one table line (the common case, read
+    without the positions that :func:`take` needs); None when it is not."""
+    toks = line.split()
+    if len(toks) != len(cols):
+        return None
+    out: list[Value] = []
+    for (col, g), tok in zip(cols, toks, strict=True):
+        value = _accept(col, tok)
+        if value is _MISSING:
+            return None
+        out.append((col, g, value, tok))
+    return out
+
+
+def take(
+    cols: list[tuple[str, int]], toks: list[tuple[str, int, int]], line: str
+) -> tuple[list[Value], str]:
+    """The values of the leading tokens that fit the columns, and the text after them.
+
+    A number with other output glued to it (nccl-tests prints a failure right after the
+    last field it wrote: ``-1vm: Test NCCL failure``) counts as the number."""
+    out: list[Value] = []
+    tail_from = 0
+    for (col, g), (tok, start, end) in zip(cols, toks, strict=False):
+        value = _accept(col, tok)
+        if value is _MISSING:
+            m = _GLUED_RE.match(tok) if col in _NUMERIC_COLS else None
+            if m is not None:
+                value = _accept(col, m.group(1))
+                if value is not _MISSING:
+                    out.append((col, g, value, m.group(1)))
+                    return out, line[start + len(m.group(1)) :]
+            return out, line[start:]
+        out.append((col, g, value, tok))
+        tail_from = end
+    return out, line[tail_from:] if out else line
+
+
+def measurements(values: list[Value], cols: Columns) -> list[Measurement]:
+    out: list[Measurement] = []
+    by_group: list[dict[str, tuple[Any, str]]] = [{} for _ in cols.groups]
+    for c, gg, v, tok in values:
+        if gg >= 0:
+            by_group[gg][c] = (v, tok)
+    for g, names in enumerate(cols.groups):
+        got = by_group[g]
+        if len(got) < len(names):
+            break
+        wrong: int | None = None
+        max_error: float | None = None
+        if "wrong" in got:
+            w = got["wrong"][0]
+            wrong = None if w is None or not math.isfinite(w) else int(w)
+        if "error" in got:
+            e = got["error"][0]
+            max_error = None if e is None else float(e)
+
+        def val(name: str, got: dict[str, tuple[Any, str]] = got) -> float | None:
+            return float(got[name][0]) if name in got and got[name][0] is not None else None
+
+        out.append(
+            Measurement(
+                in_place=g == 1,
+                time_us=finite(val("time")),
+                algbw_gbps=finite(val("algbw")),
+                busbw_gbps=finite(val("busbw")),
+                wrong=wrong,
+                max_error=max_error,
+                cputime=cols.cputime,
+                i_min_us=finite(val("i_min")),
+                i_max_us=finite(val("i_max")),
+                i_p99_us=finite(val("i_p99")),
+                i_cv_pct=finite(val("i_cv")),
+                text={c: tok for c, (_, tok) in got.items()},
+            )
+        )
+    return out
