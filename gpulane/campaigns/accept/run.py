@@ -22,6 +22,7 @@ import pandas as pd
 from gpulane.analysis.report import render_report
 from gpulane.analysis.rules import FAIL, Check, Verdict, evaluate, load_rules
 from gpulane.analysis.store import BASELINES_DIR, load_frame
+from gpulane.campaigns.accept.findings import campaign_checks
 from gpulane.campaigns.accept.inputs import resolve_baseline, resolve_topology, store_baseline
 from gpulane.campaigns.accept.output import junit_xml, print_verdict
 from gpulane.campaigns.accept.suite import Step, gpu_count, run_suite, step_checks
@@ -102,7 +103,8 @@ def run_accept(cfg: AcceptConfig) -> Outcome:
         frame = load_frame([])
     topology, topology_src = resolve_topology(cfg.topology, paths)
     verdict = evaluate(frame, rules_spec, topology, baseline)
-    verdict.checks[:0] = step_checks(steps)
+    groups = [p for p in paths if p.is_dir()]
+    verdict.checks[:0] = step_checks(steps) + [c for g in groups for c in campaign_checks(g)]
     if frame.empty:
         verdict.checks.insert(
             0,
