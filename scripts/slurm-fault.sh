@@ -16,11 +16,14 @@
 # How:
 # - slow: `tc tbf` at a tenth of the line rate (GPULANE_SLURM_LINK_KBIT in slurm-up.sh) on
 #   both ends of the node's veth (into and out of the node), and on the node's loopback
-#   too, so that its ranks are slow among themselves as well (what a per-node test sees).
+#   (shaped to the line rate like its link), so that its ranks are slow among themselves
+#   as well (what a per-node test sees).
 # - lossy: `tc netem loss 1%` (with the line rate) on both ends where the kernel has netem;
 #   this machine's kernel is built without it (CONFIG_NET_SCH_NETEM is not set), so the
-#   loss comes from nftables there: `numgen random mod 100 < 1 drop` on the node's input
-#   and output, in its namespace. With PEER, only packets to and from PEER are dropped
+#   loss comes from nftables there: `numgen random mod 100 < 1 drop` on what enters the
+#   node (its input hook, in its namespace) and on what leaves it (the bridge's forward
+#   hook), with segmentation offloads off on both ends of its veth so that the dropped
+#   packets are wire-size ones. With PEER, only packets to and from PEER are dropped
 #   (netem cannot tell peers apart, so PEER always uses nftables).
 #   GPULANE_SLURM_LOSS_PCT sets the percentage (default 1).
 # - down: `ip link set DEV down` on the host end first (the node drops off the fabric, so
@@ -59,12 +62,25 @@ TABLE=gpulane_fault
 
 in_ns() { nsenter --net="/run/netns/$NS" "$@"; }
 
-no_loss() { in_ns nft delete table inet "$TABLE" >/dev/null 2>&1 || true; }
+# offloads on|off: segmentation offloads of both ends of the link. Off while lossy, so
+# that a dropped packet is a wire-size one, as on a real link (with them on, the kernel
+# hands the filter 64 KiB super-packets and 1 % of those is another loss pattern).
+offloads() {
+  command -v ethtool >/dev/null || return 0
+  ethtool -K "$DEV" tso "$1" gso "$1" gro "$1" >/dev/null 2>&1 || true
+  in_ns ethtool -K gpl0 tso "$1" gso "$1" gro "$1" >/dev/null 2>&1 || true
+}
+
+no_loss() {
+  in_ns nft delete table inet "$TABLE" >/dev/null 2>&1 || true
+  nft delete table bridge "${TABLE}_$NODE" >/dev/null 2>&1 || true
+  offloads on
+}
 
 line_rate() {
   shape "$DEV" "$LINK_KBIT" || die "tc on $DEV failed (is tc permitted here?)"
   shape gpl0 "$LINK_KBIT" "$NS" || die "tc in $NS failed (is tc permitted here?)"
-  tc -n "$NS" qdisc del dev lo root >/dev/null 2>&1 || true
+  shape lo "$LINK_KBIT" "$NS" || die "tc on $NS's loopback failed"
 }
 
 case "$ACTION" in
@@ -90,15 +106,22 @@ lossy)
     exit 0
   fi
   command -v nft >/dev/null || die "tc netem is not in this kernel and nft is not installed (apt-get install nftables)"
+  offloads off
   if [ -n "$peer_ip" ]; then
-    match_in="ip saddr $peer_ip" match_out="ip daddr $peer_ip" what="to and from $PEER ($peer_ip)"
+    from_peer="ip saddr $peer_ip" to_peer="ip daddr $peer_ip" what="to and from $PEER ($peer_ip)"
   else
-    match_in='iifname "gpl0"' match_out='oifname "gpl0"' what="on its link"
+    from_peer="" to_peer="" what="on its link"
   fi
+  # Into the node: its input hook (its host end segments what arrives, so these are
+  # wire-size packets). Out of it: the bridge, after its gpl0 has segmented them.
   in_ns nft -f - <<EOF || die "nftables in $NS failed (is netfilter permitted here?)"
 table inet $TABLE {
-  chain in { type filter hook input priority 0; $match_in numgen random mod 100 < $LOSS_PCT counter drop; }
-  chain out { type filter hook output priority 0; $match_out numgen random mod 100 < $LOSS_PCT counter drop; }
+  chain in { type filter hook input priority 0; iifname "gpl0" $from_peer numgen random mod 100 < $LOSS_PCT counter drop; }
+}
+EOF
+  nft -f - <<EOF || die "nftables on the bridge failed (is netfilter permitted here?)"
+table bridge ${TABLE}_$NODE {
+  chain out { type filter hook forward priority 0; iifname "$DEV" $to_peer numgen random mod 100 < $LOSS_PCT counter drop; }
 }
 EOF
   say "$NODE lossy: ${LOSS_PCT}% of packets $what dropped, both ways (nftables; no netem in this kernel)"
@@ -134,7 +157,8 @@ status)
   tc qdisc show dev "$DEV"
   tc -n "$NS" qdisc show dev gpl0
   tc -n "$NS" qdisc show dev lo
-  in_ns nft list table inet "$TABLE" 2>/dev/null || echo "(no loss rules)"
+  in_ns nft list table inet "$TABLE" 2>/dev/null || echo "(no loss rules into the node)"
+  nft list table bridge "${TABLE}_$NODE" 2>/dev/null || echo "(no loss rules out of the node)"
   SLURM_CONF=$CONF sinfo -h -N -n "$NODE" -o '%N %T %E'
   ;;
 *) usage ;;

@@ -5,8 +5,9 @@
 # veth pair to the bridge gplbr (10.77.0.1/24 on the host side). Two are known:
 #   pair   nodes n1, n2        10.77.0.11-12   /etc/slurm-pair   ports 6917/6918 (CI's)
 #   nodes  nodes c1..cN        10.77.0.101-    /etc/slurm-nodes  ports 6919/6920
-# Every node link is shaped to a line rate (tbf, both directions), so that "a tenth of the
-# bandwidth" (slurm-fault.sh slow) means something: GPULANE_SLURM_LINK_KBIT (default
+# Every node link is shaped to a line rate (tbf, both directions, and the node's loopback
+# too), so that "a tenth of the bandwidth" (slurm-fault.sh slow) means something and
+# figures do not follow the load on this machine's CPUs: GPULANE_SLURM_LINK_KBIT (default
 # 1000000 = 1 Gbit/s; 0 leaves the links unshaped). Each node's facts are kept in
 # $STATE/node-<name> for slurm-fault.sh.
 
@@ -139,9 +140,12 @@ node_up() {
     ip -n "$ns" link set lo up || return 1
   fi
   ip link set "$dev" up || return 1
-  # The line rate, both ways: into the node (the host end) and out of it (gpl0).
+  # The line rate, both ways: into the node (the host end) and out of it (gpl0); and
+  # between the node's own ranks (its loopback), so that a node's figures alone are set
+  # by its links, as on a GPU node, not by how busy this machine's CPUs are.
   shape "$dev" "$LINK_KBIT" || return 1
   shape gpl0 "$LINK_KBIT" "$ns" || return 1
+  shape lo "$LINK_KBIT" "$ns" || return 1
   mkdir -p "/etc/netns/$ns" "$C_SPOOL/$name"
   (hosts_file "$host") >"/etc/netns/$ns/hosts"
   printf 'TAG=%s\nNAME=%s\nINDEX=%s\nNS=%s\nDEV=%s\nIP=%s\nCONF=%s\nLINK_KBIT=%s\nPIDFILE=%s\n' \

@@ -41,9 +41,9 @@ CONF_DIR=/etc/slurm
 NODES=${1:-${GPULANE_SLURM_NODES:-2}}
 DB_PASS=gpulane-slurm
 CLUSTER=gpulane
-# iproute2 (ip, tc) and nftables: the namespaced clusters and slurm-fault.sh
+# iproute2 (ip, tc), nftables and ethtool: the namespaced clusters and slurm-fault.sh
 PACKAGES=(munge slurmctld slurmd slurm-client slurmdbd mariadb-server openmpi-bin libopenmpi-dev
-  iproute2 nftables)
+  iproute2 nftables ethtool)
 
 say() { printf 'slurm-up: %s\n' "$*"; }
 die() {

@@ -123,6 +123,8 @@ def summarize(
         bad = [e for e in elements if e.failure or e.label in named]
         nodes = sorted({n for e in elements for n in e.nodes})
         for n in nodes:
+            if n in lost:
+                continue  # named as lost below
             mine = [e for e in elements if n in e.nodes]
             hits = sum(1 for e in bad if n in e.nodes)
             if len(nodes) >= 3 and hits and hits == len(mine):

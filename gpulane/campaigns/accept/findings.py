@@ -50,9 +50,17 @@ def _step_checks(data: dict[str, Any]) -> list[Check]:
         elif e.get("failure") and not _lost_in(e, data):
             out.append(_check(FAIL, f"{pattern} run", e["label"], e["failure"]))
     elements = {e["label"]: e for e in data.get("elements") or []}
-    values = sorted(v for e in elements.values() if (v := _value(e)) is not None)
-    median = f" (median of all pairs {statistics.median(values):.4g} GB/s)" if values else ""
     for node, bad in sorted((data.get("suspect_nodes") or {}).items()):
+        others = [
+            v
+            for e in elements.values()
+            if node not in e.get("nodes", []) and (v := _value(e)) is not None
+        ]
+        median = (
+            f" (the pairs without it: median {statistics.median(others):.4g} GB/s)"
+            if others
+            else ""
+        )
         evidence = [
             f"{label} {_figure(e)}"
             for label, e in elements.items()

@@ -104,7 +104,12 @@ def run_accept(cfg: AcceptConfig) -> Outcome:
     topology, topology_src = resolve_topology(cfg.topology, paths)
     verdict = evaluate(frame, rules_spec, topology, baseline)
     groups = [p for p in paths if p.is_dir()]
-    verdict.checks[:0] = step_checks(steps) + [c for g in groups for c in campaign_checks(g)]
+    found = [c for g in groups for c in campaign_checks(g)]
+    if any(c.status == FAIL for c in found):
+        for s in steps:
+            if s.name == "sweep" and s.rc == RunFailed.exit_code and not s.note:
+                s.note = "the cluster campaign named what the campaign lines say"
+    verdict.checks[:0] = step_checks(steps) + found
     if frame.empty:
         verdict.checks.insert(
             0,
