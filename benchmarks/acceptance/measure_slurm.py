@@ -5,7 +5,11 @@
 - burst: N one-node jobs submitted one after the other (as a campaign round submits them),
   the submission rate and the time until the last one runs;
 - end latency: from the end of the job's script until sacct says COMPLETED (what the
-  campaign's poll waits for before the next round).
+  campaign's poll waits for before the next round);
+- gpulane's own submission: a campaign round's elements started one after the other
+  through gpulane.campaigns.elements.start_element (configuration saved, submitit job
+  submitted), the seconds per element (each element a 2-node sweep of 8 bytes on CPUs,
+  waited for at the end).
 
     SLURM_CONF=/etc/slurm-nodes/slurm.conf python3 benchmarks/acceptance/measure_slurm.py \
         --out benchmarks/acceptance/measured-slurm.json
@@ -28,9 +32,7 @@ from typing import Any
 
 
 def sbatch(nodes: int, marks: Path, name: str, partition: str | None) -> str:
-    script = (
-        f"date +%s.%N > {marks}/{name}.start; sleep 0.2; date +%s.%N > {marks}/{name}.end"
-    )
+    script = f"date +%s.%N > {marks}/{name}.start; sleep 0.2; date +%s.%N > {marks}/{name}.end"
     cmd = ["sbatch", "--parsable", "-N", str(nodes), "-n", str(nodes), "-o", "/dev/null"]
     cmd += ["--no-requeue", "-t", "5", "-J", f"measure-{name}"]
     if partition:
@@ -64,6 +66,46 @@ def wait_completed(job: str, limit: float = 120.0) -> float:
     raise TimeoutError(f"job {job} not COMPLETED in {limit} s")
 
 
+def gpulane_submit(count: int, nodes: list[str], results: Path) -> dict[str, float]:
+    """Seconds per element for gpulane's own submission of a round of pair jobs."""
+    from gpulane.campaigns.elements import (
+        JOB,
+        ElementPlan,
+        new_element,
+        start_element,
+        wait_elements,
+    )
+    from gpulane.config.commands import SweepConfig
+    from gpulane.config.load import typed
+    from gpulane.launch.slurm.settings import settings
+    from gpulane.rundir import make_run_dir, run_env
+
+    cfg = typed(
+        {
+            "results_dir": str(results),
+            "device": "cpu",
+            "progress": False,
+            "sizes": {"min": 8, "max": 8},
+            "iters": 1,
+            "warmup": 0,
+            "backend": {"name": "torch"},
+            "launcher": {"name": "slurm", "poll_s": 0.5, "time": 5},
+        },
+        SweepConfig,
+    )
+    s = settings(cfg)
+    group = make_run_dir(cfg)
+    plan = ElementPlan(cfg, run_env(cfg), 1, "cpu", s, JOB)
+    pairs = [[nodes[(2 * i) % len(nodes)], nodes[(2 * i + 1) % len(nodes)]] for i in range(count)]
+    elements, per = [], []
+    for i, pair in enumerate(pairs):
+        t0 = time.time()
+        elements.append(start_element(plan, new_element(group, f"e{i:03d}-{'+'.join(pair)}", pair)))
+        per.append(time.time() - t0)
+    wait_elements(elements, 0.5)
+    return summary(per)
+
+
 def summary(values: list[float]) -> dict[str, float]:
     return {
         "median": statistics.median(values),
@@ -79,6 +121,7 @@ def main() -> None:
     ap.add_argument("--burst", type=int, default=32)
     ap.add_argument("--nodes", type=int, nargs="+", default=[1, 2, 4, 8])
     ap.add_argument("--partition", default=None)
+    ap.add_argument("--gpulane-submits", type=int, default=16)
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
     marks = Path(tempfile.mkdtemp(prefix="gpulane-measure-"))
@@ -98,6 +141,10 @@ def main() -> None:
     last = max(wait_file(marks / f"burst-{i}.start") for i in range(args.burst)) - t0
     for job in jobs:
         wait_completed(job)
+    nodes = subprocess.run(
+        ["sinfo", "-h", "-N", "-o", "%N"], capture_output=True, text=True, check=True
+    ).stdout.split()
+    per_element = gpulane_submit(args.gpulane_submits, nodes, marks / "runs")
     load = os.getloadavg()
     result: dict[str, Any] = {
         "machine": f"{platform.node()}, {os.cpu_count()} CPUs, {platform.platform()}",
@@ -106,6 +153,7 @@ def main() -> None:
         "load_average_after": [round(x, 2) for x in load],
         "start_latency_s": {str(n): summary(v) for n, v in start.items()},
         "end_latency_s": summary(end),
+        "gpulane_submit_s_per_element": per_element,
         "burst": {
             "jobs": args.burst,
             "submit_s": submitted,

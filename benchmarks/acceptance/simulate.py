@@ -6,7 +6,7 @@ replayed through them.
     python3 benchmarks/acceptance/simulate.py --nodes 8 64 1024 --json out.json
     python3 benchmarks/acceptance/simulate.py --calibrate RUNS/GROUP   # replay a real campaign
 
-A round's wall time is: submitting its jobs (at the measured sbatch rate), the job start
+A round's wall time is: submitting its jobs (gpulane's measured seconds per job), the job start
 latency measured on the local Slurm for its node count, the longest test of the round,
 and the end latency (until sacct says COMPLETED and the campaign moves on). A campaign is
 the sum of its rounds. A test's time is a fixed start cost (process, CUDA and NCCL start,
@@ -174,7 +174,12 @@ def measured_inputs(slurm_json: Path) -> Inputs:
     return Inputs(
         start_s=start_s,
         end_s=float(m["end_latency_s"]["median"]),
-        submit_rate=float(m["burst"]["submit_rate_per_s"]),
+        # a round's elements are submitted one after the other by gpulane (submitit):
+        # the slower of sbatch's own rate and gpulane's measured seconds per element
+        submit_rate=min(
+            float(m["burst"]["submit_rate_per_s"]),
+            1.0 / float(m["gpulane_submit_s_per_element"]["median"]),
+        ),
         fixed_s=fixed,
         intra=Test(nvlink, sweep),  # every node alone: the full sweep, 8 B .. 1 GiB
         inter=Test(socket, sweep_sizes(1 << 20, 1 << 30, 4)),  # pairs: 1 MiB .. 1 GiB
@@ -259,7 +264,10 @@ def table(inputs: Inputs, counts: list[int]) -> list[dict[str, Any]]:
 
 
 def markdown(rows: list[dict[str, Any]]) -> str:
-    out = ["| nodes | pattern | slow nodes | rounds | jobs | wall time |", "|---|---|---|---|---|---|"]
+    out = [
+        "| nodes | pattern | slow nodes | rounds | jobs | wall time |",
+        "|---|---|---|---|---|---|",
+    ]
     for r in rows:
         minutes = r["seconds"] / 60
         wall = f"{minutes:.1f} min" if minutes < 120 else f"{minutes / 60:.1f} h"
@@ -294,32 +302,54 @@ def sacct_times(job_ids: list[str]) -> dict[str, tuple[float, float, float]]:
 
 
 def calibrate(group: Path, slurm_json: Path) -> dict[str, Any]:
-    """Replay a real campaign (its summary.json and the jobs' sacct times) through the
-    round model: rounds from the planner, each job's own measured running time."""
-    summary = json.loads((group / "summary.json").read_text())
+    """Replay a real campaign (its summary.json files and the jobs' sacct times) through
+    the round model: rounds from the planner, each job's own measured running time, the
+    measured submission, start and end latencies. Steps of a combined campaign (and the
+    halving search, whose rounds are its steps' batches) are replayed one after the other."""
     m = json.loads(slurm_json.read_text())
-    pattern, nodes = summary["pattern"], summary["nodes"]
-    elements = {tuple(e["nodes"]): e for e in summary["elements"]}
-    times = sacct_times([e["job_id"] for e in summary["elements"]])
+    per_submit = m["gpulane_submit_s_per_element"]["median"]
+    summaries = [json.loads(p.read_text()) for p in sorted(group.rglob("summary.json"))]
+    steps = [d for d in summaries if "+" not in d["pattern"]]
+    jobs = [str(e["job_id"]) for d in steps for e in d.get("elements") or d.get("steps") or []]
+    times = sacct_times([j for j in jobs if j not in ("-", "None")])
     predicted = 0.0
-    for subsets in pattern_rounds(pattern, nodes):
-        running = [
-            times[elements[tuple(s)]["job_id"]][2] - times[elements[tuple(s)]["job_id"]][1]
-            for s in subsets
-        ]
-        start = m["start_latency_s"].get(str(len(subsets[0])), {"median": 1.0})["median"]
-        predicted += len(subsets) / m["burst"]["submit_rate_per_s"] + start + max(running)
-        predicted += m["end_latency_s"]["median"]
+    for d in steps:
+        if d["pattern"] == "halving":
+            by_nodes = {tuple(e["nodes"]): e for e in d["steps"]}
+            rounds = _halving_rounds(d)
+        else:
+            by_nodes = {tuple(e["nodes"]): e for e in d["elements"]}
+            rounds = pattern_rounds(d["pattern"], d["nodes"])
+        for subsets in rounds:
+            ran = [by_nodes[tuple(s)] for s in subsets if tuple(s) in by_nodes]
+            running = [times[str(e["job_id"])][2] - times[str(e["job_id"])][1] for e in ran]
+            if not running:
+                continue
+            start = m["start_latency_s"].get(str(len(subsets[0])), {"median": 2.5})["median"]
+            predicted += len(ran) * per_submit + start + max(running)
+            predicted += m["end_latency_s"]["median"]
     first = min(t[0] for t in times.values())
     last = max(t[2] for t in times.values())
     return {
         "group": str(group),
-        "pattern": pattern,
-        "nodes": len(nodes),
+        "steps": [d["pattern"] for d in steps],
         "jobs": len(times),
         "measured_first_submit_to_last_end_s": last - first,
         "predicted_s": predicted,
     }
+
+
+def _halving_rounds(d: dict[str, Any]) -> list[list[list[str]]]:
+    """The halving search's rounds, replayed through the planner with its own figures."""
+    figures = {tuple(e["nodes"]): e["figure_gbps"] for e in d["steps"]}
+    search = plans.Halving(
+        d["nodes"], good=None, tolerance=1 - float(d["outlier_fraction"]), first=None
+    )
+    rounds = []
+    while batch := search.batch():
+        rounds.append(batch)
+        search.feed([figures.get(tuple(s), 0.0) for s in batch])
+    return rounds
 
 
 def main() -> None:

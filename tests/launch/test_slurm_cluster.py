@@ -134,7 +134,9 @@ def test_faults_are_real_qdiscs_and_rules(cluster: dict[str, str]) -> None:
             capture_output=True,
             text=True,
         )
-        assert "ip saddr 10.77.0.107" in rules.stdout and "numgen random mod 100 < 1" in rules.stdout
+        assert (
+            "ip saddr 10.77.0.107" in rules.stdout and "numgen random mod 100 < 1" in rules.stdout
+        )
     finally:
         fault("c8", "clear")
     assert qdiscs().count("rate 1Gbit") == 3
@@ -293,7 +295,7 @@ def test_node_lost_mid_run(cluster: dict[str, str], tmp_path: Path) -> None:
     assert element["c7+c8"]["state"] == "NODE_FAIL" and element["c5+c6"]["state"] == "COMPLETED"
     # The job's rows are kept: the sizes measured before the loss, then its error row.
     rows = list(read_rows(group / "c7+c8" / "rows.jsonl"))
-    assert [r["status"] for r in rows][0] == "ok" and rows[-1]["status"] == "error"
+    assert rows[0]["status"] == "ok" and rows[-1]["status"] == "error"
     assert "NODE_FAIL" in rows[-1]["error"] and "c8" in rows[-1]["error"]
     # The campaign went on without c8: round 2 ran c6+c7, skipped c5+c8.
     assert element["c6+c7"]["state"] == "COMPLETED" and "c5+c8" not in element
