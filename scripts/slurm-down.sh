@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# Stop the single-node Slurm that scripts/slurm-up.sh started: slurmd, slurmctld, slurmdbd,
-# mariadbd, munged, in that order, each by the process id slurm-up.sh recorded, and only
-# after checking /proc/PID/comm (a pid file on disk can outlive its process, and the pid be
-# reused). Daemons it did not start are left alone. Configuration and job state are kept.
+# Stop the Slurm that scripts/slurm-up.sh started: the namespaced clusters' slurmds and
+# slurmctlds, then slurmd, slurmctld, slurmdbd, mariadbd, munged, in that order, each by
+# the process id slurm-up.sh recorded, and only after checking /proc/PID/comm (a pid file
+# on disk can outlive its process, and the pid be reused). Daemons it did not start are
+# left alone. Configuration and job state are kept; the namespaces and the bridge go.
 
 set -euo pipefail
 
-STATE=${GPULANE_SLURM_STATE:-/run/gpulane-slurm}
+# shellcheck source=scripts/slurm-lib.sh
+source "$(dirname "$0")/slurm-lib.sh"
 
 say() { printf 'slurm-down: %s\n' "$*"; }
 
@@ -41,17 +43,29 @@ stop() {
   say "stopped $name (pid $pid)"
 }
 
-# The 2-node cluster in network namespaces first (it uses munge and slurmdbd).
-stop slurmd-n1 slurmd
+# The namespaced clusters first (they use munge and slurmdbd).
+for f in "$STATE"/node-*; do
+  [ -e "$f" ] || continue
+  stop "slurmd-${f##*/node-}" slurmd
+done
+stop slurmd-n1 slurmd # recorded by an older slurm-up.sh, without node-* files
 stop slurmd-n2 slurmd
 stop slurmctld-pair slurmctld
+stop slurmctld-nodes slurmctld
 
 for name in slurmd slurmctld slurmdbd mariadbd munged; do
   stop "$name"
 done
 
-# Its namespaces and bridge (its configuration, /etc/slurm-pair, is kept).
+# Their namespaces (with whatever still runs in them: a node's job steps) and the bridge.
+for f in "$STATE"/node-*; do
+  [ -e "$f" ] || continue
+  ns=$(sed -n 's/^NS=//p' "$f")
+  for pid in $(ns_pids "$ns"); do kill -KILL "$pid" 2>/dev/null || true; done
+  if [ -e "/run/netns/$ns" ]; then ip netns del "$ns" 2>/dev/null || true; fi
+  rm -f "$f"
+done
 for ns in gpl-n1 gpl-n2; do
   if [ -e "/run/netns/$ns" ]; then ip netns del "$ns" 2>/dev/null || true; fi
 done
-if ip link show gplbr >/dev/null 2>&1; then ip link del gplbr 2>/dev/null || true; fi
+if ip link show "$BRIDGE" >/dev/null 2>&1; then ip link del "$BRIDGE" 2>/dev/null || true; fi

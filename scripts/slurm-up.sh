@@ -1,38 +1,49 @@
 #!/usr/bin/env bash
-# Bring up a real single-node Slurm on this Debian machine, for trying gpulane's Slurm path
-# on one box and for the Slurm tests in CI.
+# Bring up a real Slurm on this Debian machine, for trying gpulane's Slurm path on one box
+# and for the Slurm tests in CI: a single-node cluster, a 2-node cluster in network
+# namespaces (n1, n2), and on request a cluster of N nodes in network namespaces (c1..cN).
 #
-#   sudo scripts/slurm-up.sh      # install what is missing, write the configs, start daemons
-#   sudo scripts/slurm-down.sh    # stop what this script started (by process id)
+#   sudo scripts/slurm-up.sh       # install what is missing, write the configs, start daemons
+#   sudo scripts/slurm-up.sh 8     # ... and the 8-node cluster c1..c8 (GPULANE_SLURM_NODES=8)
+#   sudo scripts/slurm-down.sh     # stop what this script started (by process id)
+#   sudo scripts/slurm-fault.sh c3 slow|lossy|down|clear   # faults on a node's link
 #
 # What it starts, in order: munged (as user munge), mariadbd (accounting database),
-# slurmdbd, slurmctld, slurmd. With accounting, `sacct` and submitit know job states
-# (COMPLETED, FAILED, CANCELLED, TIMEOUT) instead of UNKNOWN.
+# slurmdbd, slurmctld, slurmd; then each namespaced cluster's slurmctld and slurmds.
+# With accounting, `sacct` and submitit know job states (COMPLETED, FAILED, CANCELLED,
+# TIMEOUT, NODE_FAIL) instead of UNKNOWN.
 #
 # Idempotent: run it again and it only starts what is not running; when everything is
-# installed and up it returns in well under a second.
+# installed and up it returns in about a second.
 #
 # It writes /etc/slurm/slurm.conf, /etc/slurm/slurmdbd.conf (and gres.conf where
-# nvidia-smi sees GPUs), and refuses to overwrite a slurm.conf it did not write itself
-# (set GPULANE_SLURM_FORCE=1 to take it over). Process ids of what it started are kept
-# in $GPULANE_SLURM_STATE (default /run/gpulane-slurm) for slurm-down.sh.
+# nvidia-smi sees GPUs), /etc/slurm-pair/ and /etc/slurm-nodes/, and refuses to
+# overwrite a slurm.conf it did not write itself (set GPULANE_SLURM_FORCE=1 to take it
+# over). Process ids of what it started are kept in $GPULANE_SLURM_STATE (default
+# /run/gpulane-slurm) for slurm-down.sh, with each namespaced node's facts
+# (node-<name>) for slurm-fault.sh.
 #
 # Settings (environment):
-#   GPULANE_SLURM_CPUS   CPUs the node advertises (default: the larger of nproc and 4;
-#                        more than the machine has lets small test jobs run side by side)
-#   GPULANE_SLURM_STATE  where the pid records go
-#   GPULANE_SLURM_FORCE  1: overwrite an existing /etc/slurm/slurm.conf
+#   GPULANE_SLURM_NODES      nodes of the namespaced cluster (the argument wins; default 2:
+#                            only the pair; 3 or more: also c1..cN; 8 fits the 2-core CI box)
+#   GPULANE_SLURM_CPUS       CPUs the node advertises (default: the larger of nproc and 4;
+#                            more than the machine has lets small test jobs run side by side)
+#   GPULANE_SLURM_LINK_KBIT  line rate of every namespaced node's link, kbit/s (default
+#                            1000000 = 1 Gbit/s; 0: unshaped)
+#   GPULANE_SLURM_STATE      where the pid records go
+#   GPULANE_SLURM_FORCE      1: overwrite an existing /etc/slurm/slurm.conf
 
 set -euo pipefail
 
-STATE=${GPULANE_SLURM_STATE:-/run/gpulane-slurm}
-MARKER="# written by gpulane scripts/slurm-up.sh"
+# shellcheck source=scripts/slurm-lib.sh
+source "$(dirname "$0")/slurm-lib.sh"
 CONF_DIR=/etc/slurm
-LOG_DIR=/var/log/slurm
-SPOOL=/var/lib/slurm
+NODES=${1:-${GPULANE_SLURM_NODES:-2}}
 DB_PASS=gpulane-slurm
 CLUSTER=gpulane
-PACKAGES=(munge slurmctld slurmd slurm-client slurmdbd mariadb-server openmpi-bin libopenmpi-dev)
+# iproute2 (ip, tc), nftables and ethtool: the namespaced clusters and slurm-fault.sh
+PACKAGES=(munge slurmctld slurmd slurm-client slurmdbd mariadb-server openmpi-bin libopenmpi-dev
+  iproute2 nftables ethtool)
 
 say() { printf 'slurm-up: %s\n' "$*"; }
 die() {
@@ -41,6 +52,8 @@ die() {
 }
 
 [ "$(id -u)" = 0 ] || die "run as root (it installs packages and starts system daemons)"
+[[ "$NODES" =~ ^[0-9]+$ ]] && [ "$NODES" -ge 2 ] && [ "$NODES" -le 99 ] ||
+  die "nodes: expected a whole number from 2 to 99, got '$NODES'"
 
 # --- packages (MPI before slurmd starts: srun --mpi=pmix needs libpmix at slurmd start) ----
 missing=()
@@ -57,17 +70,6 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 # --- helpers ---------------------------------------------------------------------------
-# alive NAME PIDFILE: the pid in PIDFILE runs a process whose comm starts with NAME.
-# (/run may be on disk, so a pid file can outlive its process: check /proc/PID/comm.)
-alive() {
-  local name=$1 file=$2 pid comm
-  [ -s "$file" ] || return 1
-  pid=$(tr -dc '0-9' <"$file")
-  [ -n "$pid" ] && [ -r "/proc/$pid/comm" ] || return 1
-  comm=$(cat "/proc/$pid/comm")
-  [[ "$comm" == "$name"* ]]
-}
-
 # record NAME PIDFILE: remember that this script started NAME (for slurm-down.sh).
 record() {
   local name=$1 file=$2 i
@@ -256,78 +258,38 @@ idle* | mixed* | allocated* | completing*) ;;
 esac
 say "up: node $HOST, $CPUS CPUs, partition debug, accounting on (sinfo: $state)"
 
-# --- a second cluster of 2 nodes in network namespaces ----------------------------------
-# Two "hosts" on one machine: slurmd n1 and n2, each in its own network namespace (and
-# UTS namespace: hostname n1/n2) on a bridge, 10.77.0.11 and .12, under their own
-# slurmctld (port 6917; the same munge and slurmdbd; cluster gpulane-pair). Jobs across
-# both nodes meet over that bridge, as ranks on two hosts do. Use it with
-#   SLURM_CONF=/etc/slurm-pair/slurm.conf gpulane sweep launcher=slurm launcher.nodes=2 ...
-# GPULANE_SLURM_PAIR=0 skips it. Where namespaces or bridges are not allowed it warns and
-# leaves the single-node cluster as it is (the tests that need the pair then fail).
-PAIR_CONF_DIR=/etc/slurm-pair
-PAIR_CONF=$PAIR_CONF_DIR/slurm.conf
-PAIR_SPOOL=$SPOOL/pair
+# --- clusters of N nodes in network namespaces ------------------------------------------
+# Each node a "host" of its own: slurmd in its own network, UTS and mount namespace, with a
+# veth to the bridge gplbr (10.77.0.1), under a slurmctld of its own (the same munge and
+# slurmdbd). Jobs across nodes meet over that bridge, as ranks on several hosts do (gloo
+# over TCP), and scripts/slurm-fault.sh slows, loses or cuts a node's link there.
+#   2 nodes (always; CI's): n1, n2, cluster gpulane-pair,  SLURM_CONF=/etc/slurm-pair/slurm.conf
+#   N > 2 (slurm-up.sh N):  c1..cN, cluster gpulane-nodes, SLURM_CONF=/etc/slurm-nodes/slurm.conf
+# GPULANE_SLURM_PAIR=0 skips the 2-node one. Where namespaces or bridges are not allowed it
+# warns and leaves the single-node cluster as it is (the tests that need them then fail).
 
-# record_as RECORD NAME PIDFILE: like record, under another record name; 1 when not up.
-record_as() {
-  local rec=$1 name=$2 file=$3 i
-  for i in $(seq 1 100); do
-    if alive "$name" "$file"; then
-      tr -dc '0-9' <"$file" >"$STATE/$rec.pid"
-      return 0
-    fi
-    sleep 0.1
-  done
-  return 1
-}
-
-# pair_node_up I: the namespace, link and slurmd of node nI.
-pair_node_up() {
-  local i=$1 ns=gpl-n$1
-  if [ ! -e "/run/netns/$ns" ]; then
-    ip netns add "$ns" || return 1
-  fi
-  if ! ip -n "$ns" link show gpl0 >/dev/null 2>&1; then
-    ip link del "gpl-h$i" >/dev/null 2>&1 || true
-    ip link add "gpl-h$i" type veth peer name gpl0 netns "$ns" || return 1
-    ip link set "gpl-h$i" master gplbr up || return 1
-    ip -n "$ns" addr add "10.77.0.1$i/24" dev gpl0 || return 1
-    ip -n "$ns" link set gpl0 up || return 1
-    ip -n "$ns" link set lo up || return 1
-  fi
-  mkdir -p "/etc/netns/$ns" "$PAIR_SPOOL/n$i"
-  printf '127.0.0.1 localhost\n10.77.0.1 %s\n10.77.0.11 n1\n10.77.0.12 n2\n' "$HOST" \
-    >"/etc/netns/$ns/hosts"
-  if ! alive slurmd "$PAIR_SPOOL/slurmd-n$i.pid"; then
-    rm -f "$PAIR_SPOOL/slurmd-n$i.pid"
-    # nsenter, not `ip netns exec` (which remounts /sys and hides the cgroup mounts slurmd
-    # reads); a mount namespace of its own for the node's /etc/hosts.
-    nsenter --net="/run/netns/$ns" unshare -m -u --propagation private sh -c \
-      "mount --bind /etc/netns/$ns/hosts /etc/hosts && hostname n$i &&
-       SLURM_CONF=$PAIR_CONF exec slurmd -N n$i" || return 1
-    record_as "slurmd-n$i" slurmd "$PAIR_SPOOL/slurmd-n$i.pid" || return 1
-  fi
-}
-
-write_pair_conf() {
-  local cpus=$(((CPUS + 1) / 2)) mem=$((MEM_MB / 2))
-  mkdir -p "$PAIR_CONF_DIR" "$PAIR_SPOOL/ctld"
+# write_cluster_conf TAG N: the cluster's slurm.conf; 0 when it changed the node set.
+write_cluster_conf() {
+  local tag=$1 n=$2 cpus=$(((CPUS + 1) / 2)) mem i
+  cluster_facts "$tag"
+  mem=$((MEM_MB / (n > 2 ? n : 2)))
+  mkdir -p "$C_CONF_DIR" "$C_SPOOL/ctld"
   {
     echo "$MARKER"
-    echo "ClusterName=gpulane-pair"
-    echo "SlurmctldHost=$HOST(10.77.0.1)"
-    echo "SlurmctldPort=6917"
-    echo "SlurmdPort=6918"
+    echo "ClusterName=$C_NAME"
+    echo "SlurmctldHost=$HOST($BRIDGE_IP)"
+    echo "SlurmctldPort=$C_CTLD_PORT"
+    echo "SlurmdPort=$C_SLURMD_PORT"
     echo "AuthType=auth/munge"
     echo "CryptoType=crypto/munge"
     echo "SlurmUser=root"
     echo "SlurmdUser=root"
-    echo "StateSaveLocation=$PAIR_SPOOL/ctld"
-    echo "SlurmdSpoolDir=$PAIR_SPOOL/%n"
-    echo "SlurmctldPidFile=$PAIR_SPOOL/slurmctld.pid"
-    echo "SlurmdPidFile=$PAIR_SPOOL/slurmd-%n.pid"
-    echo "SlurmctldLogFile=$LOG_DIR/pair-slurmctld.log"
-    echo "SlurmdLogFile=$LOG_DIR/pair-slurmd-%n.log"
+    echo "StateSaveLocation=$C_SPOOL/ctld"
+    echo "SlurmdSpoolDir=$C_SPOOL/%n"
+    echo "SlurmctldPidFile=$C_SPOOL/slurmctld.pid"
+    echo "SlurmdPidFile=$C_SPOOL/slurmd-%n.pid"
+    echo "SlurmctldLogFile=$LOG_DIR/$C_LOG-slurmctld.log"
+    echo "SlurmdLogFile=$LOG_DIR/$C_LOG-slurmd-%n.log"
     echo "ProctrackType=proctrack/linuxproc"
     echo "TaskPlugin=task/none"
     echo "SelectType=select/cons_tres"
@@ -336,61 +298,104 @@ write_pair_conf() {
     echo "MailProg=/bin/true"
     echo "ReturnToService=2"
     echo "SlurmdParameters=config_overrides"
-    echo "SlurmdTimeout=60"
+    echo "SlurmdTimeout=$C_TIMEOUT"
     echo "KillWait=5"
     echo "MinJobAge=300"
+    # A job that loses a node ends NODE_FAIL instead of going back to the queue.
+    [ "$tag" = pair ] || echo "JobRequeue=0"
     echo "AccountingStorageType=accounting_storage/slurmdbd"
     echo "AccountingStorageHost=localhost"
     echo "JobAcctGatherType=jobacct_gather/none"
     echo "JobCompType=jobcomp/none"
-    for i in 1 2; do
-      echo "NodeName=n$i NodeAddr=10.77.0.1$i CPUs=$cpus Sockets=1 CoresPerSocket=$cpus ThreadsPerCore=1 RealMemory=$mem State=UNKNOWN"
+    for i in $(seq 1 "$n"); do
+      echo "NodeName=$C_PREFIX$i NodeAddr=$(node_ip "$tag" "$i") CPUs=$cpus Sockets=1 CoresPerSocket=$cpus ThreadsPerCore=1 RealMemory=$mem State=UNKNOWN"
     done
-    echo "PartitionName=pair Nodes=n1,n2 Default=YES MaxTime=INFINITE State=UP"
-  } >"$PAIR_CONF.new"
-  mv "$PAIR_CONF.new" "$PAIR_CONF"
+    echo "PartitionName=$C_PART Nodes=ALL Default=YES MaxTime=INFINITE State=UP"
+  } >"$C_CONF.new"
+  local changed=1
+  if [ -f "$C_CONF" ] && [ "$(grep -c '^NodeName=' "$C_CONF")" != "$n" ]; then changed=0; fi
+  mv "$C_CONF.new" "$C_CONF"
+  return $changed
 }
 
-pair_up() {
-  command -v ip >/dev/null && command -v nsenter >/dev/null || return 1
-  if ! ip link show gplbr >/dev/null 2>&1; then
-    ip link add gplbr type bridge || return 1
-    ip addr add 10.77.0.1/24 dev gplbr || return 1
+# cluster_stop TAG: its slurmds and slurmctld, by the pids recorded (a resize).
+cluster_stop() {
+  local tag=$1 f name
+  cluster_facts "$tag"
+  for f in "$STATE"/node-"$C_PREFIX"*; do
+    [ -e "$f" ] || continue
+    name=${f##*/node-}
+    stop_recorded "slurmd-$name" slurmd
+  done
+  stop_recorded "slurmctld-$tag" slurmctld
+}
+
+# stop_recorded RECORD NAME: the process recorded as RECORD when it still runs NAME.
+stop_recorded() {
+  local rec="$STATE/$1.pid" pid i
+  [ -s "$rec" ] || return 0
+  pid=$(tr -dc '0-9' <"$rec")
+  if [ -n "$pid" ] && [[ "$(cat "/proc/$pid/comm" 2>/dev/null)" == "$2"* ]]; then
+    kill -TERM "$pid" 2>/dev/null || true
+    for i in $(seq 1 100); do
+      [[ "$(cat "/proc/$pid/comm" 2>/dev/null)" == "$2"* ]] || break
+      sleep 0.1
+    done
   fi
-  ip link set gplbr up || return 1
-  write_pair_conf || return 1
-  if ! sacctmgr -n -P list cluster format=cluster | grep -qx gpulane-pair; then
-    sacctmgr -i add cluster gpulane-pair >/dev/null || return 1
+  rm -f "$rec"
+}
+
+# cluster_up TAG N: the cluster's slurmctld and its N nodes, all answering.
+cluster_up() {
+  local tag=$1 n=$2 i st="" names
+  cluster_facts "$tag"
+  bridge_up || return 1
+  if write_cluster_conf "$tag" "$n"; then
+    say "$C_NAME: the node set changed; restarting its daemons"
+    cluster_stop "$tag"
+    rm -f "$C_SPOOL/ctld/node_state"*
   fi
-  if ! alive slurmctld "$PAIR_SPOOL/slurmctld.pid"; then
-    rm -f "$PAIR_SPOOL/slurmctld.pid"
-    SLURM_CONF=$PAIR_CONF slurmctld || return 1
-    record_as slurmctld-pair slurmctld "$PAIR_SPOOL/slurmctld.pid" || return 1
+  cluster_facts "$tag"
+  if ! sacctmgr -n -P list cluster format=cluster | grep -qx "$C_NAME"; then
+    sacctmgr -i add cluster "$C_NAME" >/dev/null || return 1
   fi
-  local i st=""
+  if ! alive slurmctld "$C_SPOOL/slurmctld.pid"; then
+    rm -f "$C_SPOOL/slurmctld.pid"
+    SLURM_CONF=$C_CONF slurmctld || return 1
+    record_as "slurmctld-$tag" slurmctld "$C_SPOOL/slurmctld.pid" || return 1
+  fi
   for i in $(seq 1 100); do
-    SLURM_CONF=$PAIR_CONF scontrol ping >/dev/null 2>&1 && break
+    SLURM_CONF=$C_CONF scontrol ping >/dev/null 2>&1 && break
     sleep 0.1
   done
-  pair_node_up 1 || return 1
-  pair_node_up 2 || return 1
-  for i in $(seq 1 300); do
-    st=$(SLURM_CONF=$PAIR_CONF sinfo -h -o %T 2>/dev/null | sort -u | tr '\n' ' ')
+  for i in $(seq 1 "$n"); do
+    node_up "$tag" "$i" "$HOST" || return 1
+  done
+  cluster_facts "$tag"
+  names="$C_PREFIX[1-$n]"
+  for i in $(seq 1 600); do
+    st=$(SLURM_CONF=$C_CONF sinfo -h -o %T 2>/dev/null | sort -u | tr '\n' ' ')
     case "$st" in
-    *down* | *drain*)
-      SLURM_CONF=$PAIR_CONF scontrol update nodename=n1,n2 state=resume >/dev/null 2>&1 || true
+    *down* | *drain* | *fail*)
+      SLURM_CONF=$C_CONF scontrol update nodename="$names" state=resume >/dev/null 2>&1 || true
       ;;
-    *idle* | *mixed* | *allocated*) [[ "$st" == *unk* ]] || break ;;
+    *idle* | *mixed* | *allocated*)
+      [[ "$st" == *unk* || "$st" == *'*'* ]] || break
+      ;;
     esac
     sleep 0.1
   done
   case "$st" in
-  *idle* | *mixed* | *allocated*) ;;
+  *down* | *drain* | *fail* | *unk* | *'*'*) return 1 ;;
+  *idle* | *mixed* | *allocated* | *completing*) ;;
   *) return 1 ;;
   esac
-  say "up: 2-node cluster gpulane-pair (n1, n2 in network namespaces): SLURM_CONF=$PAIR_CONF"
+  say "up: $n-node cluster $C_NAME ($C_PREFIX""1..$C_PREFIX$n in network namespaces, links ${LINK_KBIT} kbit/s): SLURM_CONF=$C_CONF"
 }
 
 if [ "${GPULANE_SLURM_PAIR:-1}" != 0 ]; then
-  pair_up || say "warning: the 2-node cluster in network namespaces is not up (see $LOG_DIR/pair-*.log); the single-node cluster is"
+  cluster_up pair 2 || say "warning: the 2-node cluster in network namespaces is not up (see $LOG_DIR/pair-*.log); the single-node cluster is"
+fi
+if [ "$NODES" -gt 2 ]; then
+  cluster_up nodes "$NODES" || die "the $NODES-node cluster in network namespaces is not up (see $LOG_DIR/nodes-*.log; namespaces, veth, bridges and tc must be allowed)"
 fi

@@ -18,7 +18,8 @@ fi
 # torch==2.13.0 is the CPU build on these machines; a bare `torch` would pull CUDA.
 python3 -m pip install -q --disable-pip-version-check torch==2.13.0 -e ".[test,mpi]"
 
-bash scripts/slurm-up.sh
+# the single-node cluster, the 2-node one, and the 8-node one of tests/launch/test_slurm_cluster.py
+bash scripts/slurm-up.sh 8
 
 ruff check gpulane tests benchmarks
 ruff format --check gpulane tests benchmarks

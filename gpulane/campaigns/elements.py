@@ -46,6 +46,16 @@ def new_element(group: RunDir, label: str, nodes: list[str]) -> Element:
     return Element(label, list(nodes), RunDir(f"{group.run_id}.{label}", path, group.build))
 
 
+def element_settings(s: Any, nodes: int) -> Any:
+    """The Slurm settings of one element's job: ``nodes`` nodes, one job (no pattern, no
+    packing), and not requeued: a job that loses a node ends NODE_FAIL, which names the
+    node, instead of going back to the queue to wait for it."""
+    args = dict(s.sbatch_args)
+    if not any(str(k).replace("_", "-") in ("requeue", "no-requeue") for k in args):
+        args["no_requeue"] = True
+    return dataclasses.replace(s, nodes=nodes, pattern="allocation", pack=False, sbatch_args=args)
+
+
 @dataclass(frozen=True)
 class ElementPlan:
     """How every element is launched: the settings of its launcher for n nodes."""
@@ -61,8 +71,7 @@ class ElementPlan:
         if self.slurm is not None:
             from gpulane.launch.slurm.launcher import SlurmLauncher
 
-            s = dataclasses.replace(self.slurm, nodes=len(nodes), pattern="allocation", pack=False)
-            return SlurmLauncher(s, self.device)
+            return SlurmLauncher(element_settings(self.slurm, len(nodes)), self.device)
         name = str(self.cfg.launcher.name)
         if name == "mpirun":
             from gpulane.launch.factory import make_launcher

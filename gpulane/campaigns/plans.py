@@ -2,11 +2,17 @@
 
 - :func:`per_node`: every node alone (its intra-node figures), one job each.
 - :func:`node_pairs` / :func:`pair_rounds`: every pair of nodes (an all-reduce between the
-  two finds a bad NIC, cable or switch port); rounds of disjoint pairs can run side by side.
+  two finds a bad NIC, cable or switch port); rounds of disjoint pairs can run side by side:
+  n-1 rounds.
+- :func:`ring_rounds`: every node against its neighbours (the next node, and the node
+  ``stride`` further for each stride), in 2 or 3 rounds of disjoint pairs per stride
+  whatever the node count: what a large cluster can afford where all pairs cannot. Each
+  pair job uses every GPU of both nodes, so it crosses every rail of both.
+- :func:`rails`: the rail groups of an allocation (GPU r of every node).
 - :func:`whole`: the whole allocation at once.
-- :func:`halving_search`: given a measure over a subset of nodes (a figure where higher is
-  better, such as all-reduce bus bandwidth), split a slow set in halves until it names the
-  nodes that drag it down.
+- :func:`disjoint_rounds`: any list of jobs packed into rounds that share no node.
+- :func:`halving_search` (:mod:`gpulane.campaigns.halving`): split a slow set in halves,
+  level by level, until it names the nodes that drag it down.
 
 Nothing here talks to Slurm: the caller turns each subset into a job (``--nodelist``).
 """
@@ -14,26 +20,34 @@ Nothing here talks to Slurm: the caller turns each subset into a job (``--nodeli
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from itertools import combinations
 
+from gpulane.campaigns.halving import (
+    Halving,
+    HalvingResult,
+    Measure,
+    halving_search,
+    unique_nodes,
+)
 from gpulane.errors import InputError
 
-Measure = Callable[[list[str]], float]
+__all__ = [
+    "Halving",
+    "HalvingResult",
+    "Measure",
+    "disjoint_rounds",
+    "halving_search",
+    "node_pairs",
+    "pair_rounds",
+    "per_node",
+    "plan",
+    "rails",
+    "ring_pairs",
+    "ring_rounds",
+    "whole",
+]
 
-
-def _unique(nodes: Sequence[str]) -> list[str]:
-    seen: set[str] = set()
-    out = []
-    for n in nodes:
-        n = str(n).strip()
-        if not n:
-            continue
-        if n in seen:
-            raise InputError(f"node {n!r} is listed twice")
-        seen.add(n)
-        out.append(n)
-    return out
+_unique = unique_nodes
 
 
 def per_node(nodes: Sequence[str]) -> list[list[str]]:
@@ -76,116 +90,81 @@ def pair_rounds(nodes: Sequence[str]) -> list[list[list[str]]]:
     return rounds
 
 
+def disjoint_rounds(jobs: Sequence[Sequence[str]]) -> list[list[list[str]]]:
+    """``jobs`` (node subsets) in rounds whose jobs share no node, in their order: each
+    job goes into the first round where none of its nodes is busy yet."""
+    rounds: list[list[list[str]]] = []
+    busy: list[set[str]] = []
+    for job in jobs:
+        nodes = list(job)
+        for r, used in zip(rounds, busy, strict=True):
+            if used.isdisjoint(nodes):
+                r.append(nodes)
+                used.update(nodes)
+                break
+        else:
+            rounds.append([nodes])
+            busy.append(set(nodes))
+    return rounds
+
+
+def ring_pairs(nodes: Sequence[str], strides: Sequence[int] = (1,)) -> list[list[str]]:
+    """Each node with the node ``stride`` after it on the ring of ``nodes``, for each
+    stride: n pairs per stride (one for 2 nodes; a stride that repeats a pair adds none)."""
+    ns = _unique(nodes)
+    n = len(ns)
+    pairs: list[list[str]] = []
+    seen: set[frozenset[str]] = set()
+    for stride in strides:
+        if stride < 1:
+            raise InputError(f"ring stride: expected >= 1, got {stride}")
+        for i in range(n):
+            a, b = ns[i], ns[(i + stride) % n]
+            key = frozenset((a, b))
+            if a != b and key not in seen:
+                seen.add(key)
+                pairs.append([a, b] if i < (i + stride) % n else [b, a])
+    return pairs
+
+
+def ring_rounds(nodes: Sequence[str], strides: Sequence[int] = (1,)) -> list[list[list[str]]]:
+    """The ring's pairs in rounds of disjoint pairs: for each stride, pairs (i, i+s) with
+    i even in one round, odd in the next, and the pair that closes an odd ring in a third
+    one; 2 or 3 rounds per stride for any n, against n-1 for all pairs."""
+    rounds: list[list[list[str]]] = []
+    for stride in strides:
+        pairs = ring_pairs(nodes, [stride])
+        # Rounds by starting index parity keep stride-1 rounds full (n/2 pairs each).
+        even = [p for i, p in enumerate(pairs) if i % 2 == 0]
+        odd = [p for i, p in enumerate(pairs) if i % 2 == 1]
+        rounds += disjoint_rounds(even) + disjoint_rounds(odd)
+    # The last pair of an odd ring shares a node with the first: a round of its own.
+    return [r for r in _repack(rounds) if r]
+
+
+def _repack(rounds: list[list[list[str]]]) -> list[list[list[str]]]:
+    """Move jobs into earlier rounds where their nodes are free (fewer, fuller rounds)."""
+    return disjoint_rounds([job for r in rounds for job in r])
+
+
+def rails(nodes: Sequence[str], gpus_per_node: int) -> list[list[tuple[str, int]]]:
+    """Rail r: GPU r of every node (on a rail-optimised fabric, the GPUs behind one leaf
+    switch): ``gpus_per_node`` groups of len(nodes) ranks, which can run side by side in
+    one allocation (the rails share no link)."""
+    if gpus_per_node < 1:
+        raise InputError(f"gpus_per_node: expected >= 1, got {gpus_per_node}")
+    ns = _unique(nodes)
+    return [[(n, r) for n in ns] for r in range(gpus_per_node)]
+
+
 def plan(kind: str, nodes: Sequence[str]) -> list[list[str]]:
-    """Subsets for a named plan: per_node, pairs, whole."""
+    """Subsets for a named plan: per_node, pairs, ring, whole."""
     kinds: dict[str, Callable[[Sequence[str]], list[list[str]]]] = {
         "per_node": per_node,
         "pairs": node_pairs,
+        "ring": ring_pairs,
         "whole": whole,
     }
     if kind not in kinds:
         raise InputError(f"plan: expected one of {sorted(kinds)}, got {kind!r}")
     return kinds[kind](nodes)
-
-
-@dataclass
-class HalvingResult:
-    slow: list[str]  # the nodes found to drag the figure down (empty: none)
-    reference: float | None  # the figure a good subset reaches
-    steps: list[tuple[list[str], float]] = field(default_factory=list)  # every measurement
-    note: str = ""
-
-    @property
-    def measurements(self) -> int:
-        return len(self.steps)
-
-
-def halving_search(
-    nodes: Sequence[str],
-    measure: Measure,
-    good: float | None = None,
-    tolerance: float = 0.9,
-    min_size: int = 2,
-) -> HalvingResult:
-    """Find the nodes that drag ``measure`` down by splitting slow sets in halves.
-
-    ``measure(subset)`` returns a figure where higher is better (bus bandwidth). A subset
-    is slow when its figure is below ``tolerance`` times the reference: ``good`` when
-    given (the figure a healthy set reaches), else the best figure seen among the halves.
-    ``min_size`` is the smallest subset the measure makes sense on (2 for an all-reduce
-    between nodes). Halving stops when a slow set cannot be split into halves of at least
-    ``min_size``; then each of its nodes is measured beside healthy nodes (from a half
-    found good) to name it, when there are enough healthy nodes for that.
-    """
-    ns = _unique(nodes)
-    if not 0 < tolerance <= 1:
-        raise InputError(f"tolerance: expected a fraction in (0, 1], got {tolerance}")
-    if min_size < 1:
-        raise InputError(f"min_size: expected >= 1, got {min_size}")
-    if len(ns) < min_size:
-        raise InputError(f"halving search needs at least {min_size} nodes, got {len(ns)}")
-    steps: list[tuple[list[str], float]] = []
-    healthy: list[str] = []
-    ref: list[float | None] = [good]
-
-    def run(subset: list[str]) -> float:
-        figure = float(measure(list(subset)))
-        steps.append((list(subset), figure))
-        return figure
-
-    def is_slow(figure: float) -> bool:
-        return ref[0] is not None and figure < tolerance * ref[0]
-
-    def note_good(subset: list[str], figure: float) -> None:
-        if ref[0] is None or (good is None and figure > ref[0]):
-            ref[0] = figure
-        healthy.extend(x for x in subset if x not in healthy)
-
-    def search(subset: list[str], top: float | None = None) -> list[str]:
-        if len(subset) < 2 * min_size:
-            return resolve(subset)
-        half = len(subset) // 2
-        a, b = subset[:half], subset[half:]
-        fa, fb = run(a), run(b)
-        if good is None:
-            best = max(fa, fb)
-            ref[0] = best if ref[0] is None else max(ref[0], best)
-        slow = []
-        for part, figure in ((a, fa), (b, fb)):
-            if is_slow(figure):
-                slow.append(part)
-            else:
-                note_good(part, figure)
-        if not slow:
-            if top is not None and not is_slow(top):
-                return []  # the whole set is as good as its halves: nothing drags it down
-            # Each half is fine alone: what is slow is the way between them.
-            return resolve(subset, between=True)
-        out: list[str] = []
-        for part in slow:
-            out += search(part)
-        return out
-
-    def resolve(subset: list[str], between: bool = False) -> list[str]:
-        partners = [h for h in healthy if h not in subset][: max(min_size - 1, 0)]
-        if len(partners) < min_size - 1 or (min_size > 1 and not partners):
-            return list(subset)
-        named = []
-        for x in subset:
-            figure = run([*partners, x])
-            if is_slow(figure):
-                named.append(x)
-        if not named and between:
-            return list(subset)
-        return named or list(subset)
-
-    top = run(ns)
-    if good is not None and not is_slow(top):
-        return HalvingResult([], good, steps, "the whole set reaches the reference")
-    if len(ns) < 2 * min_size:
-        if good is None:
-            return HalvingResult([], None, steps, "too few nodes to split; give good= to judge")
-        return HalvingResult(list(ns), good, steps, "too few nodes to split")
-    slow = search(ns, top)
-    note = "" if slow else "no half is slower than the others"
-    return HalvingResult(sorted(slow, key=ns.index), ref[0], steps, note)

@@ -5,17 +5,28 @@
 - ``pairs``: every pair of nodes, a sweep across the two (all-reduce between them finds
   a bad NIC, cable or switch port), in rounds of pairs that share no node
   (:func:`~gpulane.campaigns.plans.pair_rounds`): a round's runs go side by side.
-- ``halving``: :func:`~gpulane.campaigns.plans.halving_search`, where measuring a subset
-  is a real run on those nodes and the figure is all_reduce bus bandwidth at the largest
-  size.
+- ``ring``: every node against its neighbours on the ring of nodes
+  (:func:`~gpulane.campaigns.plans.ring_rounds`): 2 or 3 rounds of pairs whatever the node
+  count, where ``pairs`` takes n-1.
+- ``allocation``: one run over all the nodes.
+- ``halving``: :class:`~gpulane.campaigns.halving.Halving`, where measuring a subset is a
+  real run on those nodes and the figure is all_reduce bus bandwidth at the largest size;
+  it starts from a run over the whole allocation (the ``allocation`` step's, when the
+  campaign ran one just before) and measures the halves of one level side by side.
+
+Steps combine with ``+`` (``launcher.pattern=per-node+allocation``): they run in order,
+each in ``<group>/<step>``, and a node an earlier step named (an outlier alone, or a node
+all of whose pairs are slow) or lost is left out of the later steps, which is said.
 
 The nodes are ``launcher.nodelist`` (a hostlist, ``node[01-04]``) or, on Slurm without
 it, every node of the partition. The command's run directory is the group: each element
 writes its own run directory beneath it (``<group>/<node>``, ``<group>/<a>+<b>``,
 ``<group>/step01-8nodes``). At the end a table shows one line per node (or pair) with its
-figures at the largest size and names the outliers (:mod:`gpulane.campaigns.summary`).
-The command exits 1 when it names one, when an element failed, or when the halving search
-names slow nodes. ``launcher.dry_run=true`` prints the jobs and starts nothing.
+figures at the largest size and names the outliers (:mod:`gpulane.campaigns.summary`);
+pairs and ring write the node x node matrix (``fabric.json``, ``fabric.svg``). A node
+Slurm loses mid-run (NODE_FAIL) is named, its job's rows are kept, and the campaign goes
+on without it. The command exits 1 when it names an outlier, a slow or lost node, or when
+an element failed. ``launcher.dry_run=true`` prints the jobs and starts nothing.
 """
 
 from __future__ import annotations
@@ -25,23 +36,23 @@ import json
 from typing import Any
 
 from gpulane.campaigns import plans
-from gpulane.campaigns.elements import (
-    JOB,
-    Element,
-    ElementPlan,
-    new_element,
-    start_element,
-    wait_elements,
-)
+from gpulane.campaigns.elements import JOB, Element, ElementPlan, element_settings
+from gpulane.campaigns.rounds import Campaign, started
 from gpulane.campaigns.settings import PatternSettings, pattern_settings
-from gpulane.campaigns.summary import largest_size_figures, summarize, write_summary
+from gpulane.campaigns.summary import (
+    FIGURE_OP,
+    SUMMARY_FILE,
+    largest_size_figures,
+    summarize,
+    write_summary,
+)
 from gpulane.collectives.plan import build_plan
 from gpulane.config.commands import SweepConfig
 from gpulane.errors import InputError, RunFailed
 from gpulane.rundir import RunDir, make_run_dir, run_env
 from gpulane.session.signals import Terminated
 
-FIGURE_OP = "all_reduce"  # the halving search's figure: its busbw at the largest size
+NEEDS_TWO = ("pairs", "ring", "halving")
 
 
 def pair_label(nodes: list[str]) -> str:
@@ -49,8 +60,8 @@ def pair_label(nodes: list[str]) -> str:
 
 
 def run_campaign(cfg: SweepConfig, s: Any, group: RunDir | None = None, job: str = JOB) -> int:
-    """``launcher.pattern=per-node|pairs|halving`` with the Slurm settings ``s``; each
-    element runs ``job`` on its ranks."""
+    """``launcher.pattern=per-node|pairs|ring|allocation|halving`` (or several joined by
+    ``+``) with the Slurm settings ``s``; each element runs ``job`` on its ranks."""
     ps = pattern_settings(cfg, s.pattern, s.partition)
     device = str(cfg.device or "auto")
     if device == "auto":
@@ -60,45 +71,59 @@ def run_campaign(cfg: SweepConfig, s: Any, group: RunDir | None = None, job: str
 
 
 def planned_jobs(pattern: str, nodes: list[str]) -> list[list[list[str]]]:
-    """The jobs of a pattern as rounds of node subsets (halving: only its first job)."""
+    """The jobs of one step as rounds of node subsets (halving: only its first job)."""
     if pattern == "per-node":
         return [plans.per_node(nodes)]
-    if pattern == "pairs":
-        if len(nodes) < 2:
-            raise InputError(
-                f"launcher.pattern=pairs needs at least 2 nodes; got {len(nodes)} ({', '.join(nodes)})"
-            )
-        return plans.pair_rounds(nodes)
-    if len(nodes) < 2:
+    if pattern in NEEDS_TWO and len(nodes) < 2:
         raise InputError(
-            f"launcher.pattern=halving needs at least 2 nodes; got {len(nodes)} ({', '.join(nodes)})"
+            f"launcher.pattern={pattern} needs at least 2 nodes; got {len(nodes)} ({', '.join(nodes)})"
         )
+    if pattern == "pairs":
+        return plans.pair_rounds(nodes)
+    if pattern == "ring":
+        return plans.ring_rounds(nodes)
     return [plans.whole(nodes)]
+
+
+def job_label(pattern: str, nodes: list[str], index: int = 1) -> str:
+    if pattern == "per-node":
+        return nodes[0]
+    if pattern in ("pairs", "ring"):
+        return pair_label(nodes)
+    if pattern == "allocation":
+        return f"all-{len(nodes)}nodes"
+    return f"step{index:02d}-{len(nodes)}nodes"
 
 
 def dry_run(cfg: SweepConfig, group: RunDir, pattern: str, ps: PatternSettings, s: Any) -> int:
     from gpulane.launch.slurm.settings import executor_parameters, sbatch_options
 
-    rounds = planned_jobs(pattern, ps.nodes)
+    steps = pattern.split("+")
     plan: list[dict[str, Any]] = []
     print(f"# dry run: launcher.pattern={pattern} over {len(ps.nodes)} node(s); nothing submitted")
-    for i, subsets in enumerate(rounds, 1):
-        if pattern == "pairs":
-            print(f"# round {i} of {len(rounds)}: {len(subsets)} job(s) side by side")
-        for nodes in subsets:
-            es = dataclasses.replace(s, nodes=len(nodes), pattern="allocation", pack=False)
-            params = executor_parameters(es, f"gpulane-{cfg.run_id}")
-            params["slurm_nodelist"] = ",".join(nodes)
-            opts = sbatch_options(group.path / s.folder, params)
-            label = nodes[0] if pattern == "per-node" else pair_label(nodes)
-            if pattern == "halving":
-                label = f"step01-{len(nodes)}nodes"
-            print(f"{label}: sbatch {' '.join(opts)}")
-            plan.append({"round": i, "label": label, "nodes": nodes, "sbatch": opts})
-    if pattern == "halving":
-        print("# then halves of a slow set, each a job like this one, as the figures decide")
+    for step in steps:
+        rounds = planned_jobs(step, ps.nodes)
+        for i, subsets in enumerate(rounds, 1):
+            if len(rounds) > 1:
+                print(f"# {step} round {i} of {len(rounds)}: {len(subsets)} job(s) side by side")
+            for nodes in subsets:
+                params = executor_parameters(
+                    element_settings(s, len(nodes)), f"gpulane-{cfg.run_id}"
+                )
+                params["slurm_nodelist"] = ",".join(nodes)
+                opts = sbatch_options(group.path / s.folder, params)
+                label = job_label(step, nodes)
+                print(f"{label}: sbatch {' '.join(opts)}")
+                entry = {"round": i, "label": label, "nodes": nodes, "sbatch": opts}
+                plan.append(entry if len(steps) == 1 else {"step": step, **entry})
+        if step == "halving":
+            print("# then halves of a slow set, side by side, as the figures decide")
     (group.path / "plan.json").write_text(json.dumps(plan, indent=1) + "\n")
     return 0
+
+
+def steps_of(pattern: str) -> list[str]:
+    return [p for p in pattern.split("+") if p]
 
 
 def run_pattern(
@@ -109,13 +134,16 @@ def run_pattern(
     ps: PatternSettings,
     poll_s: float,
 ) -> int:
-    """The elements of the pattern, round by round, their wait, the summary."""
-    if pattern in ("pairs", "halving") and FIGURE_OP not in build_plan(cfg, True).collectives:
+    """The steps of the campaign, one after the other, their summaries, the verdict."""
+    steps = steps_of(pattern)
+    judged = [p for p in steps if p in NEEDS_TWO]
+    if judged and FIGURE_OP not in build_plan(cfg, True).collectives:
         raise InputError(
-            f"launcher.pattern={pattern} judges nodes by all_reduce: include all_reduce "
+            f"launcher.pattern={judged[0]} judges nodes by all_reduce: include all_reduce "
             "in collectives"
         )
-    rounds = planned_jobs(pattern, ps.nodes)  # too few nodes: an input error, now
+    for step in steps:
+        planned_jobs(step, ps.nodes)  # too few nodes: an input error, now
     if ps.dry_run:
         return dry_run(cfg, run, pattern, ps, plan.slurm)
     print(
@@ -123,88 +151,190 @@ def run_pattern(
         f"({', '.join(ps.nodes)}), {plan.ranks_per_node} rank(s) per node, group {run.path}",
         flush=True,
     )
-    if pattern == "halving":
-        return run_halving(run, plan, ps, poll_s)
-    elements: list[Element] = []
+    camp = Campaign(plan, poll_s)
+    camp.check_nodes(ps.nodes, "before the campaign")
+    named: dict[str, str] = {}  # node -> the step that named it
+    status = 0
+    results: list[dict[str, Any]] = []
+    whole: tuple[list[str], float] | None = None  # the last allocation run and its figure
     try:
-        for i, subsets in enumerate(rounds, 1):
-            if pattern == "pairs":
-                print(f"# round {i} of {len(rounds)}: " + ", ".join(map(pair_label, subsets)))
-            batch = []
-            for nodes in subsets:
-                label = nodes[0] if pattern == "per-node" else pair_label(nodes)
-                e = start_element(plan, new_element(run, label, nodes))
-                print(f"# {label}: {_started(e)} -> {e.run.path}", flush=True)
-                batch.append(e)
-            elements += batch
-            wait_elements(batch, poll_s)
+        for step in steps:
+            group = run if len(steps) == 1 else _sub_group(run, step)
+            nodes = [n for n in camp.active(ps.nodes) if n not in named]
+            left_out = [n for n in ps.nodes if n not in nodes]
+            if len(steps) > 1:
+                print(
+                    f"# step {step} over {len(nodes)} node(s)"
+                    + (f" (left out: {', '.join(left_out)})" if left_out else ""),
+                    flush=True,
+                )
+            sps = dataclasses.replace(ps, nodes=nodes)
+            if step == "halving":
+                first = whole[1] if whole is not None and whole[0] == nodes else None
+                st, data = run_halving(group, camp, sps, first)
+                names = list(data["slow"])
+            else:
+                st, data, elements = run_rounds(group, camp, step, sps)
+                names = _named_nodes(step, data)
+                if step == "allocation" and elements:
+                    figure = _figure(elements[0])
+                    whole = (nodes, figure) if figure is not None else None
+            data["nodes"] = nodes
+            data["left_out"] = {n: named.get(n) or camp.lost.get(n, "") for n in left_out}
+            write_summary(group.path, data)
+            for n in names:
+                named.setdefault(n, step)
+            status = max(status, st)
+            results.append({"step": step, "status": st, "summary": str(group.path / SUMMARY_FILE)})
     except (KeyboardInterrupt, Terminated) as ex:
         return 130 if isinstance(ex, KeyboardInterrupt) else 143
-    status, data = summarize(run.path, pattern, elements, ps)
-    data["nodes"] = ps.nodes
-    write_summary(run.path, data)
+    if len(steps) > 1:
+        _campaign_summary(run, pattern, ps, camp, named, results, status)
     return status
 
 
-def run_halving(group: RunDir, plan: ElementPlan, ps: PatternSettings, poll_s: float) -> int:
-    """The halving search with a real job per measured subset."""
-    steps: list[Element] = []
+def _sub_group(run: RunDir, step: str) -> RunDir:
+    path = run.path / step
+    path.mkdir(parents=True, exist_ok=False)
+    return RunDir(f"{run.run_id}.{step}", path, run.build)
 
-    def measure(subset: list[str]) -> float:
-        e = new_element(group, f"step{len(steps) + 1:02d}-{len(subset)}nodes", subset)
-        steps.append(e)
-        start_element(plan, e)
-        wait_elements([e], poll_s)
-        figures = largest_size_figures([r for r in e.run.rows() if r.get("op") == FIGURE_OP])
-        figure = max(figures.values()) if figures else 0.0
-        words = f"{figure:.4g} GB/s" if figures else f"no figure ({e.failure or 'no rows'})"
-        print(f"# halving {e.label} ({','.join(subset)}): {_started(e)}: {words}", flush=True)
-        return figure
 
-    try:
-        result = plans.halving_search(
-            ps.nodes, measure, good=ps.halving_good, tolerance=1 - ps.outlier_fraction
-        )
-    except (KeyboardInterrupt, Terminated) as ex:
-        return 130 if isinstance(ex, KeyboardInterrupt) else 143
-    status = RunFailed.exit_code if result.slow else 0
+def _named_nodes(step: str, data: dict[str, Any]) -> list[str]:
+    """The nodes a step blames: per-node outliers and failures; pairs' suspects."""
+    if step == "per-node":
+        return [e["label"] for e in data["elements"] if e["outlier"] or e["failure"]]
+    return list(data.get("suspect_nodes") or {})
+
+
+def _figure(e: Element) -> float | None:
+    figures = largest_size_figures([r for r in e.run.rows() if r.get("op") == FIGURE_OP])
+    return max(figures.values()) if figures else None
+
+
+def run_rounds(
+    group: RunDir, camp: Campaign, pattern: str, ps: PatternSettings
+) -> tuple[int, dict[str, Any], list[Element]]:
+    """per-node, pairs, ring or allocation: its rounds, then its summary."""
+    rounds = planned_jobs(pattern, ps.nodes) if ps.nodes else []
+    elements: list[Element] = []
+    skipped_before = len(camp.skipped)
+    for i, subsets in enumerate(rounds, 1):
+        if len(rounds) > 1:
+            print(
+                f"# round {i} of {len(rounds)}: " + ", ".join(map(pair_label, subsets)), flush=True
+            )
+        jobs = [(job_label(pattern, nodes), nodes) for nodes in subsets]
+        elements += camp.run_round(group, jobs)
+    lost = {n: why for n, why in camp.lost.items() if n in ps.nodes}
+    status, data = summarize(group.path, pattern, elements, ps, lost, camp.skipped[skipped_before:])
+    return status, data, elements
+
+
+def run_halving(
+    group: RunDir, camp: Campaign, ps: PatternSettings, first: float | None = None
+) -> tuple[int, dict[str, Any]]:
+    """The halving search, each batch of subsets a round of real jobs side by side."""
+    steps: list[tuple[Element | None, list[str], float]] = []
+    if len(ps.nodes) < 2:
+        raise InputError(f"launcher.pattern=halving needs at least 2 nodes; got {len(ps.nodes)}")
+    search = plans.Halving(
+        ps.nodes, good=ps.halving_good, tolerance=1 - ps.outlier_fraction, first=first
+    )
+    if first is not None:
+        print(f"# halving starts from the allocation run: {first:.4g} GB/s", flush=True)
+    while batch := search.batch():
+        jobs = [(job_label("halving", s, len(steps) + k + 1), s) for k, s in enumerate(batch)]
+        ran = {e.label: e for e in camp.run_round(group, jobs)}
+        figures = []
+        for label, subset in jobs:
+            e = ran.get(label)
+            figure = _figure(e) if e is not None else None
+            if e is None:
+                words = "not run (a node of it is lost)"
+            elif figure is None:
+                words = f"no figure ({e.failure or 'no rows'})"
+            else:
+                words = f"{figure:.4g} GB/s"
+            where = started(e) if e is not None else "skipped"
+            print(f"# halving {label} ({','.join(subset)}): {where}: {words}", flush=True)
+            steps.append((e, subset, figure or 0.0))
+            figures.append(figure or 0.0)
+        search.feed(figures)
+    result = search.result()
+    lost = {n: why for n, why in camp.lost.items() if n in ps.nodes}
+    status = RunFailed.exit_code if result.slow or lost else 0
     ref = f"{result.reference:.4g} GB/s" if result.reference is not None else "none"
     if result.slow:
         print(
             f"# slow node(s): {', '.join(result.slow)} (more than {ps.outlier_fraction:.0%} "
-            f"below the reference, {ref}; {result.measurements} jobs)"
+            f"below the reference {ref}; {result.measurements} jobs in {result.rounds} rounds)"
         )
+        for node in result.slow:
+            print(f"# slow node: {node}: {_evidence(node, steps, result.reference)}")
     else:
         print(
-            f"# no slow node ({result.note or 'every measured set reaches the reference'}; "
-            f"reference {ref}; {result.measurements} jobs)"
+            f"# no slow node ({result.note or 'every half reaches the reference'}; "
+            f"reference {ref}; {result.measurements} jobs in {result.rounds} rounds)"
         )
+    for node, why in sorted(lost.items()):
+        print(f"# lost node: {node}: {why}")
+    return status, {
+        "pattern": "halving",
+        "outlier_fraction": ps.outlier_fraction,
+        "passed": status == 0,
+        "slow": result.slow,
+        "evidence": {n: _evidence(n, steps, result.reference) for n in result.slow},
+        "reference_gbps": result.reference,
+        "rounds": result.rounds,
+        "note": result.note,
+        "lost_nodes": lost,
+        "steps": [
+            {
+                "label": e.label if e is not None else None,
+                "nodes": subset,
+                "job_id": e.job_id if e is not None else None,
+                "state": e.state if e is not None else "SKIPPED",
+                "failure": e.failure if e is not None else None,
+                "run_dir": str(e.run.path) if e is not None else None,
+                "figure_gbps": fig,
+            }
+            for e, subset, fig in steps
+        ],
+    }
+
+
+def _evidence(
+    node: str, steps: list[tuple[Element | None, list[str], float]], ref: float | None
+) -> str:
+    """The measurements that name ``node``: the smallest sets with it and their figures."""
+    mine = sorted(((len(s), s, f) for _, s, f in steps if node in s), key=lambda t: t[0])
+    shown = [f"{{{','.join(s)}}} {f:.4g} GB/s" for _, s, f in mine[:2]]
+    against = f" against the reference {ref:.4g} GB/s" if ref is not None else ""
+    return "; ".join(shown) + against
+
+
+def _campaign_summary(
+    run: RunDir,
+    pattern: str,
+    ps: PatternSettings,
+    camp: Campaign,
+    named: dict[str, str],
+    results: list[dict[str, Any]],
+    status: int,
+) -> None:
+    for node, step in sorted(named.items()):
+        print(f"# campaign: node {node} named by {step}")
+    for node, why in sorted(camp.lost.items()):
+        print(f"# campaign: node {node} lost: {why}")
+    print(f"# campaign {pattern}: {'PASS' if status == 0 else 'FAIL'}")
     write_summary(
-        group.path,
+        run.path,
         {
-            "pattern": "halving",
+            "pattern": pattern,
             "nodes": ps.nodes,
-            "outlier_fraction": ps.outlier_fraction,
             "passed": status == 0,
-            "slow": result.slow,
-            "reference_gbps": result.reference,
-            "note": result.note,
-            "steps": [
-                {
-                    "label": e.label,
-                    "nodes": e.nodes,
-                    "job_id": e.job_id,
-                    "state": e.state,
-                    "failure": e.failure,
-                    "run_dir": str(e.run.path),
-                    "figure_gbps": fig,
-                }
-                for e, (_, fig) in zip(steps, result.steps, strict=False)
-            ],
+            "named_nodes": named,
+            "lost_nodes": camp.lost,
+            "steps": results,
         },
     )
-    return status
-
-
-def _started(e: Element) -> str:
-    return f"slurm job {e.job_id}" if e.job_id != "-" else "started"

@@ -8,12 +8,15 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from gpulane.analysis.fabric import FABRIC_FILE, FABRIC_SVG, Fabric, PairCell, write_fabric
 from gpulane.campaigns.elements import Element
 from gpulane.campaigns.settings import PatternSettings
 from gpulane.errors import RunFailed, print_error
 from gpulane.record import utc_now
 
 SUMMARY_FILE = "summary.json"
+FIGURE_OP = "all_reduce"  # what judges pairs and halving: its busbw at the largest size
+PAIR_PATTERNS = ("pairs", "ring")
 
 
 def largest_size_figures(rows: list[dict[str, Any]]) -> dict[str, float]:
@@ -65,15 +68,22 @@ def outlier_checks(elements: list[Element], fraction: float) -> list[Any]:
 
 
 def summarize(
-    group: Path, pattern: str, elements: list[Element], ps: PatternSettings
+    group: Path,
+    pattern: str,
+    elements: list[Element],
+    ps: PatternSettings,
+    lost: dict[str, str] | None = None,
+    skipped: list[Any] | None = None,
 ) -> tuple[int, dict[str, Any]]:
-    """Print one line per element with its figures; name the outliers and the failures.
-    Returns the exit status and what summary.json keeps."""
+    """Print one line per element with its figures; name the outliers, the failures and
+    the nodes lost. Returns the exit status and what summary.json keeps."""
+    lost = dict(lost or {})
+    skipped = list(skipped or [])
     figures = {e.label: largest_size_figures(e.run.rows()) for e in elements}
     columns = sorted({f for fs in figures.values() for f in fs})
     checks = outlier_checks(elements, ps.outlier_fraction)
     named = {c.subject: c for c in checks if c.status == "fail"}
-    what = "node" if pattern == "per-node" else "pair"
+    what = {"per-node": "node", "allocation": "allocation"}.get(pattern, "pair")
     header = [what, "job", "state", *[f"{c} (GB/s)" for c in columns], "verdict"]
     lines = []
     for e in elements:
@@ -107,17 +117,24 @@ def summarize(
             print_error(f"{e.label}: {e.failure}")
             status = RunFailed.exit_code
     suspects: dict[str, int] = {}
-    if pattern == "pairs":
+    if pattern in PAIR_PATTERNS:
         # A node all of whose pairs are slow or failed is the likely culprit (with 3
         # nodes or more; the one pair of 2 nodes names neither).
         bad = [e for e in elements if e.failure or e.label in named]
         nodes = sorted({n for e in elements for n in e.nodes})
         for n in nodes:
+            if n in lost:
+                continue  # named as lost below
             mine = [e for e in elements if n in e.nodes]
             hits = sum(1 for e in bad if n in e.nodes)
             if len(nodes) >= 3 and hits and hits == len(mine):
                 suspects[n] = hits
-                print(f"# node {n}: all {hits} of its pairs are slow or failed")
+                print(f"# node {n}: all {hits} of its pairs are slow or failed{_range(mine)}")
+    for s in skipped:
+        print(f"# {s.label}: not measured ({s.reason})")
+    for node, why in sorted(lost.items()):
+        print(f"# lost node: {node}: {why}")
+        status = RunFailed.exit_code
     if status == 0 and len(elements) >= 2:
         print(f"# no outlier among {len(elements)} {what}s")
     data = {
@@ -138,8 +155,73 @@ def summarize(
             for e in elements
         ],
         "suspect_nodes": suspects,
+        "lost_nodes": lost,
+        "skipped": [{"label": s.label, "nodes": s.nodes, "reason": s.reason} for s in skipped],
     }
+    if pattern in PAIR_PATTERNS and elements:
+        fabric = pair_fabric(pattern, elements, figures, named, suspects, lost, skipped, ps)
+        data["fabric"] = str(write_fabric(group, fabric))
+        print(f"# fabric: {group / FABRIC_FILE} (heatmap: {group / FABRIC_SVG})")
     return status, data
+
+
+def pair_fabric(
+    pattern: str,
+    elements: list[Element],
+    figures: dict[str, dict[str, float]],
+    named: dict[str, Any],
+    suspects: dict[str, int],
+    lost: dict[str, str],
+    skipped: list[Any],
+    ps: PatternSettings,
+) -> Fabric:
+    """The node x node matrix of the pair elements' all_reduce busbw at the largest size."""
+    cells = []
+    size = None
+    for e in elements:
+        values = {k: v for k, v in figures[e.label].items() if k.startswith(FIGURE_OP + " ")}
+        figure = statistics.median(values.values()) if values else None
+        if values and size is None:
+            size = _size_of(e)
+        outlier = named[e.label].message if e.label in named else None
+        cells.append(
+            PairCell(e.nodes[0], e.nodes[-1], figure, e.state, e.job_id, outlier, e.failure)
+        )
+    for s in skipped:
+        if len(s.nodes) == 2:
+            cells.append(PairCell(s.nodes[0], s.nodes[1], None, "SKIPPED", "-", None, s.reason))
+    return Fabric(
+        nodes=list(ps.nodes),
+        pairs=cells,
+        size_bytes=size,
+        pattern=pattern,
+        outlier_fraction=ps.outlier_fraction,
+        suspects=suspects,
+        lost=lost,
+    )
+
+
+def _size_of(e: Element) -> int | None:
+    sizes = [
+        int(r["size_bytes"])
+        for r in e.run.rows()
+        if r.get("op") == FIGURE_OP and r.get("status") == "ok" and r.get("size_bytes")
+    ]
+    return max(sizes) if sizes else None
+
+
+def _range(elements: list[Element]) -> str:
+    """The all_reduce figures of some elements, as evidence: " (0.0101-0.0104 GB/s)"."""
+    values = [
+        v
+        for e in elements
+        for k, v in largest_size_figures(e.run.rows()).items()
+        if k.startswith(FIGURE_OP + " ")
+    ]
+    if not values:
+        return ""
+    lo, hi = min(values), max(values)
+    return f" ({lo:.4g} GB/s)" if lo == hi else f" ({lo:.4g}-{hi:.4g} GB/s)"
 
 
 def write_summary(group: Path, data: dict[str, Any]) -> None:

@@ -116,6 +116,7 @@ class SuiteConfig:
 class AcceptConfig(CommonConfig):
     rules: Any = MISSING  # conf/rules: checked by analysis.rules
     preset: Any = MISSING
+    launcher: Any = MISSING  # conf/launcher: where the suite's sweep runs (a campaign on Slurm)
     run: Any = None
     topology: str = "auto"
     baseline: str | None = None

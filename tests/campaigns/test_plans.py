@@ -1,17 +1,23 @@
-"""Cluster acceptance plans: per node, node pairs (and rounds), halving search."""
+"""Cluster acceptance plans: per node, node pairs (and rounds), ring, rails, halving search."""
 
 from __future__ import annotations
 
 import itertools
+import math
 
 import pytest
 
 from gpulane.campaigns.plans import (
+    Halving,
+    disjoint_rounds,
     halving_search,
     node_pairs,
     pair_rounds,
     per_node,
     plan,
+    rails,
+    ring_pairs,
+    ring_rounds,
     whole,
 )
 from gpulane.errors import InputError
@@ -119,3 +125,75 @@ def test_halving_input_errors() -> None:
     with pytest.raises(InputError):
         halving_search(NODES, measure, tolerance=0)
     assert halving_search(["a", "b", "c"], measure).slow == []
+
+
+# ------------------------------------------------ the patterns a large cluster can afford
+
+
+@pytest.mark.parametrize("n", [2, 3, 4, 5, 8, 9, 16, 1024])
+def test_ring_rounds_every_neighbour_in_two_or_three_rounds(n: int) -> None:
+    nodes = [f"n{i:04d}" for i in range(n)]
+    rounds = ring_rounds(nodes)
+    assert len(rounds) <= 3 and len(rounds) == (1 if n == 2 else 2 if n % 2 == 0 else 3)
+    pairs = []
+    for r in rounds:
+        used = [x for p in r for x in p]
+        assert len(used) == len(set(used))  # side by side: no node twice in a round
+        pairs += [frozenset(p) for p in r]
+    want = {frozenset((nodes[i], nodes[(i + 1) % n])) for i in range(n)}
+    assert set(pairs) == want and len(pairs) == len(want)  # each neighbour pair once
+
+
+def test_ring_strides_and_input_errors() -> None:
+    nodes = NODES  # 8
+    pairs = ring_pairs(nodes, strides=(1, 4))
+    assert len(pairs) == 8 + 4  # stride 4 on 8 nodes: each pair comes round twice
+    assert ["gpu01", "gpu05"] in pairs and ["gpu01", "gpu08"] in pairs
+    assert len(ring_rounds(nodes, strides=(1, 4))) == 3
+    assert ring_pairs(["a"]) == [] and ring_rounds(["a"]) == []
+    with pytest.raises(InputError, match="stride"):
+        ring_pairs(nodes, strides=(0,))
+
+
+def test_disjoint_rounds_pack_jobs_in_order() -> None:
+    jobs = [["a", "b"], ["b", "c"], ["c", "d"], ["a", "d"], ["e"]]
+    assert disjoint_rounds(jobs) == [
+        [["a", "b"], ["c", "d"], ["e"]],
+        [["b", "c"], ["a", "d"]],
+    ]
+
+
+def test_rails_are_gpu_r_of_every_node() -> None:
+    groups = rails(NODES[:3], 8)
+    assert len(groups) == 8 and groups[5] == [("gpu01", 5), ("gpu02", 5), ("gpu03", 5)]
+    with pytest.raises(InputError):
+        rails(NODES, 0)
+
+
+@pytest.mark.parametrize("n", [8, 64, 1024])
+def test_halving_batches_are_levels_side_by_side(n: int) -> None:
+    nodes = [f"n{i:04d}" for i in range(n)]
+    slow = {nodes[n // 3], nodes[-1]}
+    search = Halving(nodes, good=100.0)
+    rounds = 0
+    while batch := search.batch():
+        used = [x for s in batch for x in s]
+        assert len(used) == len(set(used))  # one round of jobs that share no node
+        search.feed([12.0 if slow & set(s) else 100.0 for s in batch])
+        rounds += 1
+    result = search.result()
+    assert set(result.slow) == slow and result.rounds == rounds
+    # the whole set, one round per level down to pairs, one to resolve the pairs
+    assert rounds <= math.ceil(math.log2(n)) + 1
+
+
+def test_halving_starts_from_a_whole_allocation_run() -> None:
+    measure, calls = bandwidth(set())
+    result = halving_search(NODES, measure, good=100.0, first=100.0)
+    assert result.slow == [] and calls == []  # the allocation run said it all
+    measure, calls = bandwidth({"gpu04"})
+    result = halving_search(NODES, measure, good=100.0, first=12.0)
+    assert result.slow == ["gpu04"] and NODES not in calls  # no second whole-set job
+    search = Halving(NODES, good=100.0)
+    with pytest.raises(ValueError, match="expected 1 figures"):
+        search.feed([1.0, 2.0])

@@ -23,7 +23,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from gpulane.campaigns import elements as campaign_elements
-from gpulane.campaigns import run as campaign_run
+from gpulane.campaigns import rounds as campaign_rounds
 from gpulane.campaigns import summary as campaign_summary
 from gpulane.campaigns.elements import Element
 from gpulane.campaigns.settings import PatternSettings, pattern_settings
@@ -181,8 +181,8 @@ def fake_jobs(
         e.state = "COMPLETED"
         return e
 
-    monkeypatch.setattr(campaign_run, "start_element", submit)
-    monkeypatch.setattr(campaign_run, "wait_elements", lambda elements, poll_s: None)
+    monkeypatch.setattr(campaign_rounds, "start_element", submit)
+    monkeypatch.setattr(campaign_rounds, "wait_elements", lambda elements, poll_s: None)
     return submitted
 
 

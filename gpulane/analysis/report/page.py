@@ -14,10 +14,12 @@ Element ids a reader (or a test) can rely on: ``summary``, ``runs-by-build``, ``
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from gpulane.analysis.fabric import fabric_section
 from gpulane.analysis.plots import colours
 from gpulane.analysis.report.checks import acceptance_section
 from gpulane.analysis.report.html import page
@@ -60,6 +62,10 @@ def render_report(
         parts.append(collectives_section(frame, series, colour_of))
         parts.append(copies_section(frame, series, colour_of, {b: topo for b in builds}))
         parts.append(tokens_section(frame, series, colour_of))
+    for source in sources:  # a cluster campaign's node x node picture (pairs, ring)
+        fabric = fabric_section(source) if Path(source).is_dir() else None
+        if fabric:
+            parts.append(fabric)
     parts.append(topology_section(topo, topology_source))
     if len(frame):
         parts.append(errors_section(frame))

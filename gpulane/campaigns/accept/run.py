@@ -23,6 +23,7 @@ from gpulane.analysis.report import render_report
 from gpulane.analysis.report.accept_json import read_accept
 from gpulane.analysis.rules import FAIL, Check, Verdict, evaluate, load_rules
 from gpulane.analysis.store import BASELINES_DIR, load_frame
+from gpulane.campaigns.accept.campaign_checks import campaign_checks
 from gpulane.campaigns.accept.findings import accept_doctor, findings_json
 from gpulane.campaigns.accept.inputs import resolve_baseline, resolve_topology, store_baseline
 from gpulane.campaigns.accept.output import junit_xml, print_verdict
@@ -121,7 +122,13 @@ def run_accept(cfg: AcceptConfig) -> Outcome:
         baseline,
         evidence={"doctor": found["findings"]} if doctor is not None else None,
     )
-    verdict.checks[:0] = step_checks(steps)
+    groups = [p for p in paths if p.is_dir()]
+    campaign = [c for g in groups for c in campaign_checks(g)]
+    if any(c.status == FAIL for c in campaign):
+        for s in steps:
+            if s.name == "sweep" and s.rc == RunFailed.exit_code and not s.note:
+                s.note = "the cluster campaign named what the campaign lines say"
+    verdict.checks[:0] = step_checks(steps) + campaign
     if frame.empty:
         verdict.checks.insert(
             0,

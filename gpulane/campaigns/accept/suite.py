@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -72,6 +73,53 @@ def _list(value: Any) -> list[str]:
     return [str(v) for v in value]
 
 
+def hydra_value(value: Any) -> str:
+    """A value as a Hydra override reads it back (strings quoted where they need it)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(hydra_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{k}:{hydra_value(v)}" for k, v in value.items()) + "}"
+    text = str(value)
+    if re.fullmatch(r"[A-Za-z0-9_./:@-]+", text) and text not in ("null", "true", "false"):
+        return text
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def launcher_overrides(launcher: Any) -> list[str]:
+    """``launcher=NAME`` and every ``launcher.KEY=VALUE`` of the accept configuration, for
+    the sweep (nothing for the local launcher, the sweep's own default). A free mapping
+    (sbatch_args) goes whole; a settings group (container) key by key."""
+    if launcher is None or str(launcher.name) == "local":
+        return []
+    from omegaconf import DictConfig, OmegaConf
+
+    node = launcher if isinstance(launcher, DictConfig) else OmegaConf.structured(launcher)
+    out = [f"launcher={launcher.name}"]
+
+    def walk(prefix: str, cfg: DictConfig) -> None:
+        for raw in cfg:
+            key = str(raw)
+            if key == "name" and prefix == "launcher":
+                continue
+            value = cfg[key]
+            if isinstance(value, DictConfig) and OmegaConf.get_type(value) is not dict:
+                walk(f"{prefix}.{key}", value)
+            else:
+                plain = OmegaConf.to_container(value) if isinstance(value, DictConfig) else value
+                if not isinstance(plain, (str, int, float, bool, type(None), dict)):
+                    plain = list(plain)
+                out.append(f"{prefix}.{key}={hydra_value(plain)}")
+
+    walk("launcher", node)
+    return out
+
+
 def suite_steps(cfg: AcceptConfig, group: Path, build: str, gpus: int) -> list[Step]:
     """The commands of the suite, in order (topology first: the sweep labels paths from it)."""
     suite = cfg.suite
@@ -95,6 +143,7 @@ def suite_steps(cfg: AcceptConfig, group: Path, build: str, gpus: int) -> list[S
         preset = cfg.preset
         if preset is not None and preset.name not in (None, "none"):
             cmd.append(f"preset={preset.name}")
+        cmd += launcher_overrides(cfg.launcher)
         steps.append(Step("sweep", cmd + env + _list(suite.sweep_overrides)))
     if _want(suite.copy, gpus):
         steps.append(Step("copy", [*_gpulane(), "copy", *common, *_list(suite.copy_overrides)]))

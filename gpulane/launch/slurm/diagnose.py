@@ -4,6 +4,7 @@ lost it), its node, and the tail of its stderr."""
 from __future__ import annotations
 
 import re
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -129,6 +130,44 @@ def diagnose(
         )
         return TaskFailure(t, node_of(t), f"ended without a result {where}", tail)
     return TaskFailure(0, node_of(0), "the job ended but every task returned", "")
+
+
+# sinfo states of a node that is gone or leaving (a trailing * means it is not answering)
+LOST_STATES = ("down", "fail", "drain", "drained", "draining", "no_respond", "unknown")
+
+
+def node_states(nodes: list[str]) -> dict[str, tuple[str, str]]:
+    """node -> (sinfo state, reason) for ``nodes`` (one sinfo call); empty when sinfo
+    cannot say."""
+    if not nodes:
+        return {}
+    cmd = ["sinfo", "-h", "-N", "-n", ",".join(nodes), "-o", "%N|%T|%E"]
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    states: dict[str, tuple[str, str]] = {}
+    for line in out.stdout.splitlines():
+        name, _, rest = line.strip().partition("|")
+        state, _, reason = rest.partition("|")
+        if name:
+            states[name] = (state.strip().lower(), reason.strip())
+    return states
+
+
+def is_lost(state: str) -> bool:
+    return state.endswith("*") or state.rstrip("*~#!%$@^-").startswith(LOST_STATES)
+
+
+def lost_nodes(nodes: list[str]) -> dict[str, str]:
+    """The nodes among ``nodes`` that Slurm has lost (down, failing, drained, or not
+    answering), each with sinfo's state and reason in words: who to blame for a NODE_FAIL."""
+    out = {}
+    for node, (state, reason) in node_states(nodes).items():
+        if is_lost(state):
+            why = reason if reason and reason.lower() != "none" else "no reason given"
+            out[node] = f"{state} ({why})"
+    return out
 
 
 def state_words(state: str) -> str:

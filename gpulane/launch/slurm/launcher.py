@@ -15,7 +15,7 @@ from typing import Any
 
 from gpulane.errors import InputError, RunFailed
 from gpulane.launch.base import Launcher, LaunchResult, LaunchSpec
-from gpulane.launch.slurm.diagnose import TaskFailure, diagnose, state_words
+from gpulane.launch.slurm.diagnose import TaskFailure, diagnose, lost_nodes, state_words
 from gpulane.launch.slurm.monitor import (
     FINAL_STATES,
     QUEUED_STATES,
@@ -25,6 +25,7 @@ from gpulane.launch.slurm.monitor import (
 )
 from gpulane.launch.slurm.settings import SlurmSettings, executor_parameters, make_executor
 from gpulane.launch.slurm.task import program_task, slurm_task
+from gpulane.rank import expand_hostlist
 from gpulane.rundir import read_heartbeats, read_rank_errors
 
 
@@ -215,6 +216,8 @@ class SlurmLauncher(Launcher):
             host = beats[first].host if first in beats else None
             f = TaskFailure(first, host, f"stalled: {stall}", "")
             result = self._result("CANCELLED", f, f"slurm job {record.job_id}: {stall}")
+        elif state == "NODE_FAIL":
+            result = self._node_fail()
         elif state != "COMPLETED":
             f = diagnose(
                 self.job, record.tasks, record.tasks_per_node, run_path, self.waiter.nodelist
@@ -228,6 +231,21 @@ class SlurmLauncher(Launcher):
         if errors:
             # Every rank raised the same bad-input error; the session shows it once.
             result.user_error = errors[min(errors)]
+        return result
+
+    def _node_fail(self) -> LaunchResult:
+        """NODE_FAIL: the node Slurm lost (sinfo says which, and why), not a task."""
+        assert self.waiter is not None and self.record is not None and self.run_dir is not None
+        record = self.record
+        hosts = expand_hostlist(self.waiter.nodelist) if self.waiter.nodelist else []
+        lost = lost_nodes(hosts)
+        f = diagnose(self.job, record.tasks, record.tasks_per_node, self.run_dir, ",".join(hosts))
+        if lost:
+            node = next(iter(lost))
+            first = hosts.index(node) * max(record.tasks_per_node, 1) if node in hosts else 0
+            f = TaskFailure(first, node, f"ran on a node Slurm lost: {lost[node]}", "")
+        result = self._result("NODE_FAIL", f, None)
+        result.details["lost_nodes"] = lost
         return result
 
     def _result(self, state: str, f: TaskFailure, failure: str | None) -> LaunchResult:

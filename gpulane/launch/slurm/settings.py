@@ -11,7 +11,7 @@ from gpulane.config.common import CommonConfig
 from gpulane.config.load import as_dict
 from gpulane.errors import InputError, MissingComponent
 
-PATTERNS = ("allocation", "per-node", "pairs", "halving")
+PATTERNS = ("allocation", "per-node", "pairs", "ring", "halving")
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,8 @@ class SlurmSettings:
     wait: bool = True
     poll_s: float = 2.0
     startup_s: float = 600.0
-    pattern: str = "allocation"  # allocation, per-node, pairs, halving (slurm_patterns)
+    # allocation, per-node, pairs, ring, halving, or steps joined by "+" (campaigns/run.py)
+    pattern: str = "allocation"
     pack: bool = False  # under -m: every combination in one job (slurm_patterns)
 
     @property
@@ -85,6 +86,22 @@ def container_srun_args(container: Any) -> list[str]:
     return args + _str_list(container, "args")
 
 
+def campaign_pattern(value: Any) -> str:
+    """``launcher.pattern`` checked: one of PATTERNS, or several joined by ``+`` (or given
+    as a list), as ``per-node+allocation``."""
+    if value is None or value == "":
+        return "allocation"
+    parts = [str(v) for v in value] if isinstance(value, (list, tuple)) else str(value).split("+")
+    steps = [p.strip().replace("_", "-") for p in parts if p.strip()]
+    bad = [p for p in steps if p not in PATTERNS]
+    if bad or not steps:
+        raise InputError(
+            f"launcher.pattern: expected one of {', '.join(PATTERNS)} (or several joined by +), "
+            f"got {value!r}"
+        )
+    return "+".join(steps)
+
+
 def settings(cfg: CommonConfig, needs_mpi: bool | None = None) -> SlurmSettings:
     """Checked launcher settings from ``cfg.launcher``; ``needs_mpi``: the ranks start MPI
     (None: when the backend is mpi)."""
@@ -105,11 +122,7 @@ def settings(cfg: CommonConfig, needs_mpi: bool | None = None) -> SlurmSettings:
     if needs_mpi and not any(a.startswith("--mpi") for a in srun):
         # Debian's (and most) Open MPI builds start under srun only through PMIx.
         srun.append("--mpi=pmix")
-    pattern = str(sec.get("pattern") or "allocation").replace("_", "-")
-    if pattern not in PATTERNS:
-        raise InputError(
-            f"launcher.pattern: expected one of {', '.join(PATTERNS)}, got {pattern!r}"
-        )
+    pattern = campaign_pattern(sec.get("pattern"))
     poll = sec.get("poll_s", 2.0)
     if not isinstance(poll, (int, float)) or isinstance(poll, bool) or poll <= 0:
         raise InputError(f"launcher.poll_s: expected seconds > 0, got {poll!r}")

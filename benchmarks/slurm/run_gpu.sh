@@ -1,0 +1,252 @@
+#!/usr/bin/env bash
+# gpulane's Slurm path on the 2 x H200 machine, once (issue 24, item 6): a single-node
+# Slurm with gres/gpu for 2 GPUs, from Debian's packages unpacked into a folder (not over
+# /), then
+#   1. gpulane sweep launcher=slurm launcher.gpus_per_node=2   (and the same sweep with the
+#      local launcher, to compare the rows: they must agree within the machine's noise);
+#   2. gpulane sweep -m launcher=slurm launcher.gpus_per_node=2 preset=nvlink,pcie-host
+#      (a Slurm job array of two elements through hydra-submitit-launcher);
+#   3. srun with 2 tasks: which GPU each task sees (and gpulane's own preflight.json, where
+#      every rank records its device).
+# Everything lands in $OUT (or the first argument): steps.log, each step's output, the
+# rows, the comparison table, the Slurm configuration and daemon logs.
+#
+# Usage on the GPU machine, from the repository root:
+#   benchmarks/slurm/run_gpu.sh [OUTDIR] [DEBDIR]      # DEBDIR default: .debs
+#
+# The GPU machine reaches no registry, so the .deb files travel with the working tree.
+# The lead fetches them on this (x86-64 Debian 12) machine, into the ignored .debs/:
+#   mkdir -p .debs && cd .debs && apt-get update -qq &&
+#   apt-get download slurmctld slurmd slurm-client slurm-wlm-basic-plugins munge \
+#     libmunge2 libhwloc15 libjson-c5 liblua5.1-0 liblz4-1 libnuma1 libyaml-0-2
+# (all amd64, about 6 MB; `apt-get download` fetches the machine's own architecture, and
+# this machine is amd64: `dpkg --print-architecture`). Then a `run` call carries them:
+#   run(command="benchmarks/slurm/run_gpu.sh", carry=[".debs", ".whl"])
+# together with .whl/ (hydra-core, omegaconf, antlr4, submitit, cloudpickle for Python
+# 3.12; benchmarks/gpu/env.sh installs them). The C library and the other base libraries
+# are not carried: the packages' libraries go first on LD_LIBRARY_PATH, and a library the
+# host lacks is named by `ldd` in steps.log before anything starts.
+#
+# GPULANE_SLURM_NOGPU=1 tries the packages without GPUs (no gres; stops after one srun):
+# how the unpacked Slurm was checked on the CPU machine before the GPU run.
+#
+# Exit status: 0 when every step ran and the Slurm rows agree with the local ones;
+# otherwise 1, with what stopped it in steps.log.
+set -u -o pipefail
+
+OUT=${1:-${OUT:-/tmp/gpulane-slurm-gpu}}
+DEBS=${2:-.debs}
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+cd "$(dirname "$0")/../.."
+out=$OUT # for env.sh's step()
+source benchmarks/gpu/env.sh
+WORK=${GPULANE_SLURM_WORK:-/tmp/gpulane-slurm}
+ROOT=$WORK/root
+HOST=$(hostname -s)
+PORT=${GPULANE_SLURM_PORT:-7817}
+ok=0
+
+fail() {
+  echo "=== STOPPED: $*" | tee -a "$OUT/steps.log"
+  exit 1
+}
+
+# run NAME LIMIT CMD...: env.sh's step, and its exit status (step itself returns 0).
+run() {
+  step "$@"
+  local rc
+  rc=$(tail -1 "$OUT/steps.log" | sed -n 's/.*: exit \([0-9]*\) in .*/\1/p')
+  [ "${rc:-1}" = 0 ]
+}
+
+# --- 1. unpack the packages into $ROOT ---------------------------------------------------
+ls "$DEBS"/*.deb >/dev/null 2>&1 || fail "no .deb files in $DEBS (see this script's header)"
+rm -rf "$WORK"
+mkdir -p "$ROOT" "$WORK"/{etc,spool/ctld,spool/d,log,run,munge}
+for deb in "$DEBS"/*.deb; do
+  dpkg-deb -x "$deb" "$ROOT" 2>>"$OUT/steps.log" || fail "dpkg-deb -x $deb failed"
+done
+LIBS="$ROOT/usr/lib/x86_64-linux-gnu/slurm-wlm:$ROOT/usr/lib/x86_64-linux-gnu:$ROOT/lib/x86_64-linux-gnu"
+export LD_LIBRARY_PATH="$LIBS${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export PATH="$ROOT/usr/bin:$ROOT/usr/sbin:$PATH"
+{
+  echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "host: $HOST"
+  echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  ls "$DEBS"
+  cat /etc/os-release 2>/dev/null | head -2
+  nvidia-smi -L
+} >"$OUT/machine.txt" 2>&1
+SBIN=$ROOT/usr/sbin # Debian names them slurmctld-wlm, slurmd-wlm, slurmstepd-wlm
+missing=$({
+  for b in slurmctld-wlm slurmd-wlm slurmstepd-wlm munged; do ldd "$SBIN/$b"; done
+  for b in sbatch srun sacct squeue scancel sinfo; do ldd "$ROOT/usr/bin/$b"; done
+} 2>&1 | grep "not found\|No such file" | sort -u | tr -s ' \t' ' ')
+[ -z "$missing" ] || fail "libraries the host lacks (add their Debian packages to .debs): $missing"
+
+# --- 2. munge and a single-node Slurm with gres/gpu -------------------------------------
+NOGPU=${GPULANE_SLURM_NOGPU:-0}
+if [ "$NOGPU" = 1 ]; then
+  NGPU=0
+else
+  NGPU=$(nvidia-smi -L | grep -c '^GPU ')
+  [ "$NGPU" -ge 2 ] || fail "nvidia-smi sees $NGPU GPU(s); this needs 2"
+  NGPU=2
+fi
+dd if=/dev/urandom of="$WORK/munge/munge.key" bs=1 count=1024 status=none
+chmod 700 "$WORK/munge"
+chmod 400 "$WORK/munge/munge.key"
+SOCK=$WORK/munge/munge.socket.2
+"$SBIN/munged" --force --key-file="$WORK/munge/munge.key" --socket="$SOCK" \
+  --pid-file="$WORK/run/munged.pid" --log-file="$WORK/log/munged.log" \
+  --seed-file="$WORK/munge/munged.seed" 2>>"$OUT/steps.log" || fail "munged did not start"
+for _ in $(seq 1 50); do [ -S "$SOCK" ] && break; sleep 0.1; done
+MEM=$(awk '/MemTotal/ {print int($2 / 1024 * 0.8)}' /proc/meminfo)
+CPUS=$(nproc)
+PLUGINS=$ROOT/usr/lib/x86_64-linux-gnu/slurm-wlm
+export SLURM_CONF=$WORK/etc/slurm.conf
+cat >"$SLURM_CONF" <<EOF
+ClusterName=gpulane-gpu
+SlurmctldHost=$HOST(127.0.0.1)
+SlurmctldPort=$PORT
+SlurmdPort=$((PORT + 1))
+AuthType=auth/munge
+CryptoType=crypto/munge
+AuthInfo=socket=$SOCK
+PluginDir=$PLUGINS
+SlurmUser=root
+SlurmdUser=root
+StateSaveLocation=$WORK/spool/ctld
+SlurmdSpoolDir=$WORK/spool/d
+SlurmctldPidFile=$WORK/run/slurmctld.pid
+SlurmdPidFile=$WORK/run/slurmd.pid
+SlurmctldLogFile=$WORK/log/slurmctld.log
+SlurmdLogFile=$WORK/log/slurmd.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+MpiDefault=none
+MailProg=/bin/true
+ReturnToService=2
+SlurmdParameters=config_overrides
+JobRequeue=0
+AccountingStorageType=accounting_storage/none
+JobAcctGatherType=jobacct_gather/none
+$([ "$NGPU" -gt 0 ] && echo "GresTypes=gpu")
+NodeName=$HOST NodeAddr=127.0.0.1 CPUs=$CPUS Sockets=1 CoresPerSocket=$CPUS ThreadsPerCore=1 RealMemory=$MEM $([ "$NGPU" -gt 0 ] && echo "Gres=gpu:$NGPU") State=UNKNOWN
+PartitionName=gpu Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+EOF
+cat >"$WORK/etc/gres.conf" <<EOF
+AutoDetect=off
+$([ "$NGPU" -gt 0 ] && echo "NodeName=$HOST Name=gpu File=/dev/nvidia[0-$((NGPU - 1))]")
+EOF
+cp "$SLURM_CONF" "$WORK/etc/gres.conf" "$OUT/"
+# slurmd runs slurmstepd from the path it was built with, /usr/sbin/slurmstepd. In a mount
+# namespace of its own, slurmd sees a /usr/sbin that holds the system's programs and that
+# one; where mount namespaces are not allowed, a single link /usr/sbin/slurmstepd is made
+# (and removed at the end) when none is there.
+LINKED=""
+start_slurmd() {
+  if unshare -m --propagation private true 2>/dev/null; then
+    mkdir -p "$WORK/sbin" "$WORK/orig-sbin"
+    for f in /usr/sbin/*; do ln -sf "$WORK/orig-sbin/${f##*/}" "$WORK/sbin/"; done
+    ln -sf "$SBIN/slurmstepd-wlm" "$WORK/sbin/slurmstepd"
+    unshare -m --propagation private sh -c "mount --bind /usr/sbin '$WORK/orig-sbin' &&
+      mount --bind '$WORK/sbin' /usr/sbin && exec '$SBIN/slurmd-wlm'"
+  else
+    if [ ! -e /usr/sbin/slurmstepd ]; then
+      ln -s "$SBIN/slurmstepd-wlm" /usr/sbin/slurmstepd && LINKED=/usr/sbin/slurmstepd
+      echo "=== made the link /usr/sbin/slurmstepd (no mount namespace here)" >>"$OUT/steps.log"
+    fi
+    "$SBIN/slurmd-wlm"
+  fi
+}
+"$SBIN/slurmctld-wlm" 2>>"$OUT/steps.log" || fail "slurmctld did not start"
+start_slurmd 2>>"$OUT/steps.log" || fail "slurmd did not start"
+state=""
+for _ in $(seq 1 300); do
+  state=$(sinfo -h -o %T 2>/dev/null | head -1)
+  case "$state" in idle* | mixed*) break ;; esac
+  sleep 0.1
+done
+sinfo -N -o '%N %T %G' >"$OUT/sinfo.txt" 2>&1
+cp "$WORK"/log/*.log "$OUT/" 2>/dev/null
+case "$state" in idle* | mixed*) ;; *) fail "the node is '${state:-not answering}' (slurmd.log, slurmctld.log in $OUT)" ;; esac
+echo "=== slurm up: $(sinfo --version), node $HOST $state, gres gpu:$NGPU" | tee -a "$OUT/steps.log"
+
+stop_daemons() {
+  local d pid
+  for d in slurmd slurmctld munged; do
+    pid=$(cat "$WORK/run/$d.pid" 2>/dev/null)
+    if [ -n "$pid" ] && [[ "$(cat "/proc/$pid/comm" 2>/dev/null)" == "$d"* ]]; then
+      kill "$pid"
+    fi
+  done
+  [ -n "$LINKED" ] && rm -f "$LINKED"
+  cp "$WORK"/log/*.log "$OUT/" 2>/dev/null
+  return 0
+}
+if [ "$NOGPU" = 1 ]; then
+  run srun-cpu 60 srun -N1 -n2 bash -c 'echo "task $SLURM_PROCID on $(hostname -s)"' || ok=1
+  stop_daemons
+  exit $ok
+fi
+
+# --- 3. each task its own GPU ----------------------------------------------------------
+run srun-gpus 120 srun -N1 -n2 --gpus-per-node=2 bash -c \
+  'echo "task $SLURM_PROCID local $SLURM_LOCALID CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES"; nvidia-smi -L'
+
+# --- 4. the same sweep under Slurm and locally ------------------------------------------
+RUNS=$OUT/runs
+SWEEP=(collectives=[all_reduce,all_gather] sizes.min=8 sizes.max=1G warmup=5 iters=20 progress=false)
+for k in 1 2 3; do # alternated three times: one run each proves nothing below 1 MiB
+  run "slurm-$k" 600 gpulane sweep launcher=slurm launcher.gpus_per_node=2 launcher.poll_s=1 \
+    "${SWEEP[@]}" results_dir="$RUNS/slurm" build=slurm || ok=1
+  run "local-$k" 600 gpulane sweep "${SWEEP[@]}" results_dir="$RUNS/local" build=local || ok=1
+done
+for f in "$RUNS"/slurm/*/preflight.json; do cp "$f" "$OUT/preflight-$(basename "$(dirname "$f")").json"; done
+
+# --- 5. a job array over presets --------------------------------------------------------
+run array 900 gpulane sweep -m launcher=slurm launcher.gpus_per_node=2 launcher.poll_s=1 \
+  preset=nvlink,pcie-host "${SWEEP[@]}" results_dir="$RUNS/array" \
+  "hydra.sweep.dir=$RUNS/array/multirun" || ok=1
+
+# --- 6. the rows compared ---------------------------------------------------------------
+python3 - "$RUNS" >"$OUT/compare.md" 2>&1 <<'EOF' || ok=1
+import json, statistics, sys
+from pathlib import Path
+runs = Path(sys.argv[1])
+
+def figures(where):
+    by = {}
+    for rows in sorted((runs / where).glob("*/rows.jsonl")):
+        for line in rows.read_text().splitlines():
+            r = json.loads(line)
+            if r.get("status") == "ok" and r.get("busbw_gbps") is not None:
+                key = (r["op"], r["size_bytes"], r["in_place"], r.get("build"))
+                by.setdefault(key[:3], []).append(r["busbw_gbps"])
+    return {k: statistics.median(v) for k, v in by.items()}
+
+slurm, local = figures("slurm"), figures("local")
+print("| op | size | in place | slurm busbw (GB/s) | local busbw (GB/s) | slurm/local |")
+print("|---|---|---|---|---|---|")
+worst = 1.0
+for key in sorted(set(slurm) & set(local)):
+    op, size, ip = key
+    ratio = slurm[key] / local[key] if local[key] else float("nan")
+    if size >= 64 << 20:
+        worst = min(worst, ratio, 1 / ratio if ratio else 0)
+    print(f"| {op} | {size} | {ip} | {slurm[key]:.4g} | {local[key]:.4g} | {ratio:.3f} |")
+arrays = sorted((runs / "array").glob("*/rows.jsonl"))
+print(f"\njob array: {len(arrays)} run directories with rows")
+print(f"\nworst slurm/local ratio at 64 MiB and more (median of 3 runs each): {worst:.3f}")
+sys.exit(0 if worst > 0.9 and len(arrays) == 2 else 1)
+EOF
+cat "$OUT/compare.md" | tail -3 | tee -a "$OUT/steps.log"
+
+# --- 7. stop what this script started ---------------------------------------------------
+stop_daemons
+echo "=== outcome: $([ $ok = 0 ] && echo 'every step ran; Slurm rows match the local ones' || echo 'see steps.log')" | tee -a "$OUT/steps.log"
+exit $ok
