@@ -82,7 +82,14 @@ def typed(cfg: Any, schema: type[T]) -> T:
     """``cfg`` (a composed DictConfig, a saved one, or a dict) as ``schema``'s object."""
     if isinstance(cfg, schema):
         return cfg
-    data = OmegaConf.to_container(cfg, resolve=True) if OmegaConf.is_config(cfg) else dict(cfg)
+    if OmegaConf.is_config(cfg):
+        # Hydra's own node is not ours, and under -m it has keys that resolve only per job.
+        raw = OmegaConf.to_container(cfg, resolve=False)
+        assert isinstance(raw, dict)
+        raw.pop("hydra", None)
+        data = OmegaConf.to_container(OmegaConf.create(raw), resolve=True)
+    else:
+        data = dict(cfg)
     assert isinstance(data, dict)
     data.pop("hydra", None)
     # A configuration written by hand or by an older gpulane may leave out a group; take

@@ -178,7 +178,9 @@ class SlurmLauncher(Launcher):
         return shown.lower() or "submitted"
 
     def notes(self) -> list[str]:
-        out, self._notes = self._notes, []
+        # Cleared in place: the job's waiter holds this very list's append.
+        out = list(self._notes)
+        self._notes.clear()
         return out
 
     def cancel(self) -> None:
