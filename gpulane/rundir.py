@@ -13,6 +13,7 @@ import shutil
 import socket
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -103,13 +104,19 @@ def run_env(cfg: CommonConfig) -> dict[str, str]:
 
 
 def make_run_dir(cfg: CommonConfig, run_id: str | None = None) -> RunDir:
+    """A new run directory under results_dir, checked writable with room for a run. With
+    ``run_id`` (every rank of an outer launcher derives the same one) the directory may
+    exist already: each rank creates it or finds it, and checks it on its own, so that no
+    rank depends on another having got there first."""
     build = build_label(cfg)
     run_id = run_id or new_run_id(build)
     root = Path(str(cfg.results_dir or "runs"))
     path = root / run_id
     try:
         path.mkdir(parents=True, exist_ok=run_id is not None)
-        probe = path / ".writable"
+        # A probe of this process's own: ranks sharing the directory must not remove
+        # each other's (that was a race under the user's own mpirun).
+        probe = path / f".writable.{socket.gethostname()}.{os.getpid()}"
         probe.write_text("")
         probe.unlink()
         free = shutil.disk_usage(path).free
@@ -127,6 +134,37 @@ def make_run_dir(cfg: CommonConfig, run_id: str | None = None) -> RunDir:
             "results_dir=PATH"
         )
     return RunDir(run_id, path, build)
+
+
+# What a run directory holds before any rank has started: nothing worth keeping.
+_BEFORE_LAUNCH = {CONFIG_FILE, HEARTBEAT_DIR, LOG_DIR}
+
+
+def discard_unused(run: RunDir) -> bool:
+    """Remove a run directory that bad input stopped before anything ran in it (no rows,
+    no rank logs); True when it was removed. A directory with anything more is kept."""
+    try:
+        entries = list(run.path.iterdir())
+    except OSError:
+        return False
+    for entry in entries:
+        if entry.name not in _BEFORE_LAUNCH:
+            return False
+        if entry.is_dir() and any(entry.iterdir()):
+            return False
+    shutil.rmtree(run.path, ignore_errors=True)
+    return not run.path.exists()
+
+
+@contextlib.contextmanager
+def discarded_on_bad_input(run: RunDir) -> Iterator[RunDir]:
+    """Inside: the steps between making a run directory and starting its ranks. Bad input
+    found there removes the directory again (it would be an empty run in results)."""
+    try:
+        yield run
+    except InputError:
+        discard_unused(run)
+        raise
 
 
 def save_config(cfg: C, run: RunDir, **facts: Any) -> C:

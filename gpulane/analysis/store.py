@@ -25,7 +25,7 @@ from typing import Any
 
 import pandas as pd
 
-from gpulane.errors import InputError
+from gpulane.errors import InputError, print_warning
 from gpulane.record import FIELDS, ROWS_JSONL, ROWS_PARQUET, read_parquet, read_rows, rows_frame
 from gpulane.topology.model import Topology
 from gpulane.units import format_size, parse_size
@@ -73,9 +73,10 @@ def _read_run_dir(run_dir: Path) -> pd.DataFrame:
             frame = read_parquet(parquet)
             frame["run_dir"] = str(run_dir)
             return frame
-        except Exception:  # a Parquet file cut short: the JSON Lines are the record
+        except InputError as err:  # a Parquet file cut short: the JSON Lines are the record
             if not jsonl.exists():
-                raise
+                raise InputError(f"{err}; there is no {ROWS_JSONL} beside it to read") from None
+            print_warning(f"{err}; read the {ROWS_JSONL} beside it instead")
     frame = rows_frame(read_rows(jsonl))
     frame["run_dir"] = str(run_dir)
     return frame

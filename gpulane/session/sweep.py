@@ -17,8 +17,16 @@ from gpulane.errors import InputError, MissingComponent
 from gpulane.launch.base import Launcher, LaunchSpec
 from gpulane.launch.factory import make_launcher
 from gpulane.rank import RankInfo, discover, make_context, shared_run_id
-from gpulane.rundir import CONFIG_FILE, RunDir, make_run_dir, run_env, save_config
+from gpulane.rundir import (
+    CONFIG_FILE,
+    RunDir,
+    discarded_on_bad_input,
+    make_run_dir,
+    run_env,
+    save_config,
+)
 from gpulane.session.run import RunSession, SessionSpec
+from gpulane.session.sweep_checks import check_front, check_inputs, check_placements
 from gpulane.session.world import local_gpus
 
 JOB = "gpulane.collectives.sweep:run_rank"
@@ -79,15 +87,22 @@ def run_sweep(cfg: SweepConfig) -> int:
     env = run_env(cfg)
     if str(cfg.launcher.name) == "slurm":
         # The GPUs are on the compute nodes, not here: the ranks resolve the world.
-        return run_slurm(cfg, make_run_dir(cfg), env, JOB)
+        plan = build_plan(cfg, on_device=True)
+        check_placements(cfg, plan, str(cfg.device))
+        check_inputs(cfg, plan, str(cfg.device))
+        run = make_run_dir(cfg)
+        with discarded_on_bad_input(run):
+            return run_slurm(cfg, run, env, JOB)
     ranks, device = resolve_world(cfg)
     plan = build_plan(cfg, device == "cuda")
     if plan.timing.graph and device != "cuda":
         raise InputError("graph: CUDA graphs need GPUs; set graph=false on CPUs")
+    check_front(cfg, plan, ranks, device)
     launcher = make_launcher(cfg, device, needs_mpi=True)
     run = make_run_dir(cfg)
-    saved = save_config(cfg, run, world_size=ranks, device=device, nodes=1)
-    return launch_job(saved, run, env, JOB, ranks, device, launcher)
+    with discarded_on_bad_input(run):
+        saved = save_config(cfg, run, world_size=ranks, device=device, nodes=1)
+        return launch_job(saved, run, env, JOB, ranks, device, launcher)
 
 
 def launch_job(
@@ -146,10 +161,13 @@ def in_process(cfg: SweepConfig, info: RankInfo) -> int:
 
     env = run_env(cfg)
     os.environ.update(env)
+    device = "cuda" if str(cfg.device) != "cpu" and local_gpus() > 0 else "cpu"
+    plan = build_plan(cfg, device == "cuda")
+    check_placements(cfg, plan, device)
+    check_inputs(cfg, plan, device)
     run = make_run_dir(cfg, run_id=shared_run_id())
     saved = save_config(cfg, run, world_size=info.world_size, device=str(cfg.device), nodes=None)
     ctx = make_context(info, run.path)
-    device = "cuda" if str(cfg.device) != "cpu" and local_gpus() > 0 else "cpu"
     if not ctx.is_leader:
         run_rank(saved, ctx)
         return 0
