@@ -117,7 +117,7 @@ class LocalLauncher(Launcher):
             alive = [r for r, c in codes.items() if c is None]
             # A rank that is stopped (not dead) makes its peers fail on their own timeout:
             # it is the cause, and waiting for it to exit is waiting for nothing.
-            stopped = stopped_ranks(spec.run_dir, alive, spec.timeout_s) if alive else []
+            stopped = stopped_ranks(spec.run_dir, alive, spec.timeout_s, spec.nprocs)
             if stopped:
                 return self._end(self._stopped_result(stopped, self.first_failure))
             if not alive or time.monotonic() - self.failure_seen_at > SETTLE_S:

@@ -28,12 +28,19 @@ def frozen_after_s(timeout_s: float) -> float:
     return min(timeout_s, max(FROZEN_BEATS * ALIVE_EVERY_S, min(timeout_s / 2, FROZEN_MAX_S)))
 
 
-def stopped_ranks(run_dir: Path, running: list[int], timeout_s: float) -> list[int]:
-    """Ranks among ``running`` whose alive beat stopped (while another's still beats)."""
+def stopped_ranks(
+    run_dir: Path, running: list[int], timeout_s: float, nprocs: int | None = None
+) -> list[int]:
+    """Ranks among ``running`` whose alive beat stopped, while another rank of the
+    ``nprocs`` (default: of ``running``) beat more recently: when every beat stopped, the
+    host stood still (a suspended machine), and no rank is to blame."""
     if not running:
         return []
-    frozen = silent_ranks(run_dir, running, frozen_after_s(timeout_s))
-    return frozen if len(frozen) < len(running) else []
+    after = frozen_after_s(timeout_s)
+    everyone = list(range(nprocs)) if nprocs is not None else running
+    if len(silent_ranks(run_dir, everyone, after)) >= len(everyone):
+        return []
+    return silent_ranks(run_dir, running, after)
 
 
 def find_stall(

@@ -167,7 +167,7 @@ def print_tables(info: dict[str, Any], advice: Advice, lines: list[str]) -> None
     )
     console.print(f"# topology: {info['topology']}")
     for line in lines:
-        console.print(line)
+        console.print(line, soft_wrap=True)  # one line each, paths whole
     for c in info["compute"]:
         console.print(
             f"# compute: {c} (HBM {gpu['hbm_gbps']:.0f} GB/s, {gpu['tflops']:.0f} TFLOP/s, "
