@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from gpulane.errors import InputError, print_warning
+from gpulane.errors import print_warning
 
 ROWS_JSONL = "rows.jsonl"
 ROWS_PARQUET = "rows.parquet"
@@ -363,27 +363,12 @@ def write_parquet(run_dir: str | os.PathLike[str]) -> Path | None:
 def read_parquet(path: str | os.PathLike[str]) -> Any:
     """A DataFrame from rows.parquet with the dict columns decoded again."""
     import pandas as pd
-    import pyarrow as pa
 
-    try:
-        frame = pd.read_parquet(path)
-    except (pa.ArrowException, OSError, ValueError) as err:
-        text = (str(err).strip().splitlines() or [type(err).__name__])[0]
-        reason = text.split("': ", 1)[-1]  # pyarrow repeats the path first
-        raise InputError(f"{path}: not a readable Parquet file ({reason})") from None
+    frame = pd.read_parquet(path)
     for name in _JSON_COLUMNS:
         if name in frame.columns:
-            frame[name] = frame[name].map(_json_cell)
+            frame[name] = frame[name].map(lambda v: json.loads(v) if isinstance(v, str) else v)
     return frame
-
-
-def _json_cell(value: Any) -> Any:
-    if not isinstance(value, str):
-        return value
-    try:
-        return json.loads(value)
-    except json.JSONDecodeError:
-        return value
 
 
 # -- env: the variables that shape a result, kept on every row ----------------------------

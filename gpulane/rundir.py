@@ -136,22 +136,16 @@ def make_run_dir(cfg: CommonConfig, run_id: str | None = None) -> RunDir:
     return RunDir(run_id, path, build)
 
 
-# What a run directory holds before any rank has started: nothing worth keeping.
-_BEFORE_LAUNCH = {CONFIG_FILE, HEARTBEAT_DIR, LOG_DIR}
-
-
 def discard_unused(run: RunDir) -> bool:
-    """Remove a run directory that bad input stopped before anything ran in it (no rows,
-    no rank logs); True when it was removed. A directory with anything more is kept."""
+    """Remove a run directory that bad input stopped before anything ran in it: nothing in
+    it but its configuration (and empty folders made for the ranks); True when removed. A
+    directory holding anything more (rows, a rank's log) is kept."""
     try:
-        entries = list(run.path.iterdir())
+        written = [f for f in run.path.rglob("*") if not f.is_dir() and f != run.path / CONFIG_FILE]
     except OSError:
         return False
-    for entry in entries:
-        if entry.name not in _BEFORE_LAUNCH:
-            return False
-        if entry.is_dir() and any(entry.iterdir()):
-            return False
+    if written:
+        return False
     shutil.rmtree(run.path, ignore_errors=True)
     return not run.path.exists()
 

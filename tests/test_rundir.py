@@ -50,6 +50,8 @@ def test_a_run_dir_bad_input_stopped_is_removed(tmp_path: Path) -> None:
     cfg = SweepConfig(results_dir=str(tmp_path), build="t")
     run = make_run_dir(cfg)
     save_config(cfg, run)
+    (run.path / "logs").mkdir()  # folders made for the ranks, still empty
+    (run.path / "nccl").mkdir()
     with pytest.raises(InputError), discarded_on_bad_input(run):
         raise InputError("root: 5 is not a rank of a 2-rank run")
     assert not run.path.exists()

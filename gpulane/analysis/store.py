@@ -25,7 +25,7 @@ from typing import Any
 
 import pandas as pd
 
-from gpulane.errors import InputError, print_warning
+from gpulane.errors import InputError
 from gpulane.record import FIELDS, ROWS_JSONL, ROWS_PARQUET, read_parquet, read_rows, rows_frame
 from gpulane.topology.model import Topology
 from gpulane.units import format_size, parse_size
@@ -70,20 +70,32 @@ def _read_run_dir(run_dir: Path) -> pd.DataFrame:
         not jsonl.exists() or parquet.stat().st_mtime >= jsonl.stat().st_mtime
     ):
         try:
-            frame = read_parquet(parquet)
+            frame = _parquet(parquet)
             frame["run_dir"] = str(run_dir)
             return frame
-        except InputError as err:  # a Parquet file cut short: the JSON Lines are the record
+        except InputError:  # a Parquet file cut short: the JSON Lines are the record
             if not jsonl.exists():
-                raise InputError(f"{err}; there is no {ROWS_JSONL} beside it to read") from None
-            print_warning(f"{err}; read the {ROWS_JSONL} beside it instead")
+                raise
     frame = rows_frame(read_rows(jsonl))
     frame["run_dir"] = str(run_dir)
     return frame
 
 
+def _parquet(path: Path) -> pd.DataFrame:
+    """A rows.parquet; one InputError naming the file when it is not one (cut, garbage)."""
+    try:
+        return read_parquet(path)
+    except InputError:
+        raise
+    except Exception as err:  # pyarrow raises ArrowInvalid, OSError, ... for a bad file
+        first = str(err).splitlines()[0] if str(err) else type(err).__name__
+        # pyarrow repeats the path: "Could not open Parquet input source '<path>': <why>. ..."
+        why = first.split("': ", 1)[-1].split(". ")[0]
+        raise InputError(f"{path}: not a readable rows Parquet file ({why})") from err
+
+
 def _read_file(path: Path) -> pd.DataFrame:
-    frame = read_parquet(path) if path.suffix == ".parquet" else rows_frame(read_rows(path))
+    frame = _parquet(path) if path.suffix == ".parquet" else rows_frame(read_rows(path))
     frame["run_dir"] = str(path.parent)
     return frame
 

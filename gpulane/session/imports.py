@@ -34,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import json
+import os
 import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -41,7 +42,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from gpulane.errors import InputError, RunFailed, silence_stdout
+from gpulane.errors import InputError, RunFailed
 from gpulane.record import ROWS_JSONL, Row, RowWriter, new_run_id, write_parquet
 
 # format -> importer module (the contract above), or "module:main" with its own argv
@@ -166,6 +167,13 @@ def _console() -> Any:
     return Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 160)
 
 
+def _stdout_gone() -> None:
+    """The reader of stdout went away (``| head``): stop printing, quietly."""
+    with contextlib.suppress(OSError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+
+
 def _show(rows: Iterable[tuple[Row, dict[str, Any]]], module: ModuleType, as_json: bool) -> None:
     if as_json:
         for _, data in rows:
@@ -201,7 +209,7 @@ def import_files(req: ImportRequest) -> int:
         try:
             _show(rows, module, req.as_json)
         except BrokenPipeError:
-            silence_stdout()
+            _stdout_gone()
             for _ in rows:  # --out still gets every row
                 pass
     finally:
