@@ -6,17 +6,14 @@ missing optional dependency only affects the command that needs it.
 
 from __future__ import annotations
 
-import contextlib
 import difflib
 import errno
 import importlib
-import os
-import signal
 import sys
 from collections.abc import Callable, Sequence
 
 from gpulane import __version__
-from gpulane.errors import GpulaneError, RunFailed, print_error
+from gpulane.errors import STDOUT_GONE, GpulaneError, RunFailed, print_error, silence_stdout
 
 # name -> ("module:function", one-line help). Each function takes argv (after the
 # subcommand) and returns an exit status.
@@ -63,27 +60,36 @@ def _load(target: str) -> Callable[[list[str]], int]:
     return getattr(importlib.import_module(module), func)  # type: ignore[no-any-return]
 
 
-def _silence_stdout() -> None:
-    """Point stdout at /dev/null so that Python's own flush at exit cannot fail again."""
-    with contextlib.suppress(OSError, ValueError):
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+def _broken_pipe_as_error() -> None:
+    """rich ends the program with status 1 when stdout's reader has gone; gpulane answers
+    a closed stdout in one place (main) whatever printed to it."""
+    try:
+        from rich.console import Console
+    except ImportError:
+        return
+
+    def on_broken_pipe(self: Console) -> None:
+        self.quiet = True
+        raise BrokenPipeError
+
+    Console.on_broken_pipe = on_broken_pipe  # type: ignore[method-assign]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    _broken_pipe_as_error()
     try:
         code = _dispatch(list(sys.argv[1:] if argv is None else argv))
         sys.stdout.flush()
         return code
     except BrokenPipeError:
         # The reader went away (`| head`): like any tool killed by SIGPIPE, say nothing.
-        _silence_stdout()
-        return 128 + signal.SIGPIPE
+        silence_stdout()
+        return STDOUT_GONE
     except OSError as err:
         if err.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EFBIG):
             raise
         # stdout on a full device: the rows are on disk already (or their own error said so).
-        _silence_stdout()
+        silence_stdout()
         print_error(f"cannot write the output: {err.strerror}")
         return RunFailed.exit_code
 

@@ -55,6 +55,22 @@ def print_error(message: object) -> None:
     _write(sys.stderr, f"gpulane: error: {text}\n")
 
 
+# 128 + SIGPIPE: the status of a tool whose reader went away (`gpulane results | head`)
+STDOUT_GONE = 141
+
+
+def silence_stdout() -> None:
+    """Point stdout at /dev/null: its reader went away or its device is full, and nothing
+    more written to it (Python's own flush at exit included) may fail again."""
+    import contextlib
+    import os
+    import sys
+
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+
+
 def print_warning(message: object) -> None:
     import sys
 

@@ -20,6 +20,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from gpulane.errors import print_warning
+
 ROWS_JSONL = "rows.jsonl"
 ROWS_PARQUET = "rows.parquet"
 
@@ -244,20 +246,52 @@ def _ends_with_newline(path: Path) -> bool:
 def read_rows(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
     """Rows of a JSON Lines file, or of every rows.jsonl under a directory.
 
-    A last line cut off by a crash is skipped; every complete line is returned.
+    Every complete line is returned. A line that is not a JSON object is skipped, and a
+    warning says how many were, and which (once per file and size in a process): a last
+    line cut off by a crash, or lines damaged after the run wrote them.
     """
     p = Path(path)
     files = sorted(p.rglob(ROWS_JSONL)) if p.is_dir() else [p]
     for f in files:
-        with open(f, encoding="utf-8") as fh:
-            for line in fh:
-                line = line.strip()
+        bad: list[int] = []
+        cut = False
+        with open(f, encoding="utf-8", errors="replace") as fh:
+            for number, raw in enumerate(fh, 1):
+                line = raw.strip()
                 if not line:
                     continue
                 try:
-                    yield json.loads(line)
+                    row = json.loads(line)
                 except json.JSONDecodeError:
-                    continue
+                    row = None
+                if isinstance(row, dict):
+                    yield row
+                elif raw.endswith("\n"):
+                    bad.append(number)
+                else:
+                    cut = True
+        if bad or cut:
+            _warn_skipped(f, bad, cut)
+
+
+_WARNED: set[tuple[str, int]] = set()
+
+
+def _warn_skipped(path: Path, bad: list[int], cut: bool) -> None:
+    try:
+        key = (str(path.resolve()), path.stat().st_size)
+    except OSError:
+        key = (str(path), -1)
+    if key in _WARNED:
+        return
+    _WARNED.add(key)
+    said = []
+    if bad:
+        shown = ", ".join(str(n) for n in bad[:5]) + (", ..." if len(bad) > 5 else "")
+        said.append(f"{len(bad)} unreadable line{'s' if len(bad) > 1 else ''} ({shown})")
+    if cut:
+        said.append("its last line, cut off")
+    print_warning(f"{path}: skipped {' and '.join(said)}; the other rows are read")
 
 
 def rows_frame(rows: Iterable[Row | dict[str, Any]]) -> Any:

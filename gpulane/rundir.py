@@ -13,6 +13,7 @@ import shutil
 import socket
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -147,13 +148,19 @@ def rank_env(run_path: Path, env: dict[str, str], nccl: bool = True) -> dict[str
 
 
 def make_run_dir(cfg: CommonConfig, run_id: str | None = None) -> RunDir:
+    """A new run directory under results_dir, checked writable with room for a run. With
+    ``run_id`` (every rank of an outer launcher derives the same one) the directory may
+    exist already: each rank creates it or finds it, and checks it on its own, so that no
+    rank depends on another having got there first."""
     build = build_label(cfg)
     run_id = run_id or new_run_id(build)
     root = Path(str(cfg.results_dir or "runs"))
     path = root / run_id
     try:
         path.mkdir(parents=True, exist_ok=run_id is not None)
-        probe = path / ".writable"
+        # A probe of this process's own: ranks sharing the directory must not remove
+        # each other's (that was a race under the user's own mpirun).
+        probe = path / f".writable.{socket.gethostname()}.{os.getpid()}"
         probe.write_text("")
         probe.unlink()
         free = shutil.disk_usage(path).free
@@ -171,6 +178,31 @@ def make_run_dir(cfg: CommonConfig, run_id: str | None = None) -> RunDir:
             "results_dir=PATH"
         )
     return RunDir(run_id, path, build)
+
+
+def discard_unused(run: RunDir) -> bool:
+    """Remove a run directory that bad input stopped before anything ran in it: nothing in
+    it but its configuration (and empty folders made for the ranks); True when removed. A
+    directory holding anything more (rows, a rank's log) is kept."""
+    try:
+        written = [f for f in run.path.rglob("*") if not f.is_dir() and f != run.path / CONFIG_FILE]
+    except OSError:
+        return False
+    if written:
+        return False
+    shutil.rmtree(run.path, ignore_errors=True)
+    return not run.path.exists()
+
+
+@contextlib.contextmanager
+def discarded_on_bad_input(run: RunDir) -> Iterator[RunDir]:
+    """Inside: the steps between making a run directory and starting its ranks. Bad input
+    found there removes the directory again (it would be an empty run in results)."""
+    try:
+        yield run
+    except InputError:
+        discard_unused(run)
+        raise
 
 
 def save_config(cfg: C, run: RunDir, **facts: Any) -> C:

@@ -72,3 +72,23 @@ def run_mpirun(cfg: Any, run: Any, env: dict[str, str], job: str) -> int:
     from gpulane.session.sweep import launch_job
 
     return launch_job(cfg, run, env, job, int(cfg.world_size), str(cfg.device or "cpu"))
+
+
+def local_job_config(results_dir: Path, timeout_s: float = 60) -> Any:
+    """A typed sweep configuration for a test's own job on 2 local CPU ranks."""
+    from gpulane.config.commands import SweepConfig
+    from gpulane.config.load import typed
+
+    return typed(
+        {
+            "backend": {"name": "torch"},
+            "launcher": {"name": "local"},
+            "ranks": 2,
+            "device": "cpu",
+            "timeout_s": timeout_s,
+            "progress": False,
+            "results_dir": str(results_dir),
+            "build": "test",
+        },
+        SweepConfig,
+    )

@@ -36,7 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from gpulane.campaigns import plans
-from gpulane.collectives.nccl_tests_parse import parse_log, read_log
+from gpulane.collectives.nccl_tests.logs import parse_log
+from gpulane.textio import read_text
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -86,7 +87,7 @@ class Curve:
 
 
 def load_curve(path: Path, name: str) -> Curve:
-    (run,) = [r for r in parse_log(read_log(path), str(path)) if r.lines]
+    (run,) = [r for r in parse_log(read_text(path), str(path)) if r.lines]
     points = []
     for line in run.lines:
         times = [m.time_us for m in line.results if m.time_us is not None]

@@ -22,7 +22,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from gpulane.collectives.nccl_tests_parse import rows_from_file
+from gpulane.collectives.nccl_tests.logs import rows_from_file
 from gpulane.collectives.plan import DEFAULT_COLLECTIVES as COLLECTIVES
 from gpulane.units import format_size
 

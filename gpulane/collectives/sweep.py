@@ -32,15 +32,23 @@ BACKENDS = {
 SKIP_AT_POINT = 3
 
 
+def backend_class(name: str) -> type[Backend] | None:
+    """The class of backend ``name`` (its tables are read without starting it); None for
+    a backend that runs no ranks of its own (nccl_tests)."""
+    if name not in BACKENDS:
+        return None
+    module, cls = BACKENDS[name].split(":")
+    return getattr(importlib.import_module(module), cls)  # type: ignore[no-any-return]
+
+
 def make_backend(cfg: SweepConfig, ctx: RankContext) -> Backend:
     name = str(cfg.backend.name)
-    if name not in BACKENDS:
+    backend_cls = backend_class(name)
+    if backend_cls is None:
         raise InputError(
             f"backend: {name!r} runs no ranks of its own here; use one of {list(BACKENDS)}"
         )
-    module, cls = BACKENDS[name].split(":")
-    backend_cls = getattr(importlib.import_module(module), cls)
-    return backend_cls(ctx, device=str(cfg.device), timeout_s=float(cfg.timeout_s))  # type: ignore[no-any-return]
+    return backend_cls(ctx, device=str(cfg.device), timeout_s=float(cfg.timeout_s))  # type: ignore[call-arg]
 
 
 def preflight(backend: Backend, cfg: SweepConfig, points: list[Point]) -> None:

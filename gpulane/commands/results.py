@@ -11,6 +11,7 @@ import pandas as pd
 from gpulane.analysis.compare import markdown_table
 from gpulane.analysis.store import Filters, ResultStore
 from gpulane.commands.args import ArgumentParser
+from gpulane.errors import InputError
 
 # Columns shown by default, per kind present (all with --columns all).
 BASE = ["run_id", "build", "kind", "backend", "op"]
@@ -67,17 +68,27 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def _known(frame: pd.DataFrame, wanted: str, option: str) -> list[str]:
+    """The comma list of column names ``wanted``, each checked against the frame."""
+    cols = [c.strip() for c in wanted.split(",") if c.strip()]
+    missing = [c for c in cols if c not in frame.columns]
+    if missing:
+        import difflib
+
+        close = difflib.get_close_matches(missing[0], [str(c) for c in frame.columns], n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        raise InputError(
+            f"{option}: no column {', '.join(missing)}{hint}; `gpulane results --columns all` "
+            "shows them all"
+        )
+    return cols
+
+
 def _columns(frame: pd.DataFrame, wanted: str | None) -> list[str]:
     if wanted == "all":
         return list(frame.columns)
     if wanted:
-        cols = [c.strip() for c in wanted.split(",") if c.strip()]
-        missing = [c for c in cols if c not in frame.columns]
-        if missing:
-            from gpulane.errors import InputError
-
-            raise InputError(f"--columns: no column {', '.join(missing)}")
-        return cols
+        return _known(frame, wanted, "--columns")
     cols = list(BASE)
     for kind in ("collective", "copy", "tokens"):
         if (frame["kind"] == kind).any():
@@ -115,7 +126,7 @@ def main(argv: list[str]) -> int:
         frame = store.select(filters)
         cols = _columns(frame, args.columns)
     if args.sort:
-        frame = frame.sort_values([c.strip() for c in args.sort.split(",")], kind="stable")
+        frame = frame.sort_values(_known(frame, args.sort, "--sort"), kind="stable")
     if args.limit is not None:
         frame = frame.head(args.limit)
     frame = frame[cols]

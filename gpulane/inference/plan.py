@@ -14,6 +14,7 @@ from gpulane.inference.kernels import ATTENTION_BACKENDS
 from gpulane.inference.memory import OVERHEAD_BYTES, GiB, cache_len, check_fits
 from gpulane.inference.shapes import ModelShape, dtype_bytes, shape_from_config
 from gpulane.inference.sharding import check_parallel
+from gpulane.topology.memory import gpu_total_bytes, host_available_bytes
 
 CPU_OVERHEAD = 1 << 29
 
@@ -68,31 +69,6 @@ def resolve(cfg: TokensConfig, gpus: int) -> tuple[ModelShape, int, int, int, st
     return shape, full.num_layers, tp, pp, device
 
 
-def gpu_memory_bytes() -> int | None:
-    """Total memory of GPU 0 from NVML (the front never creates a CUDA context)."""
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        try:
-            return int(pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByIndex(0)).total)
-        finally:
-            pynvml.nvmlShutdown()
-    except Exception:
-        return None
-
-
-def host_memory_bytes() -> int | None:
-    try:
-        with open("/proc/meminfo", encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        return None
-    return None
-
-
 def check_memory(
     cfg: TokensConfig, shape: ModelShape, full_layers: int, tp: int, pp: int, device: str
 ) -> str:
@@ -103,11 +79,11 @@ def check_memory(
     worst = max(runs, key=lambda r: (r[2] * cache_len(r[0], r[1]), r[2] * r[0]))
     frac = float(cfg.memory_fraction or 0.92)
     if device == "cuda":
-        total = gpu_memory_bytes()
+        total = gpu_total_bytes(0)
         where, overhead = "the GPU", OVERHEAD_BYTES
         budget = int(total * frac) if total else None
     else:
-        avail = host_memory_bytes()
+        avail = host_available_bytes()
         where, overhead = f"this host's free memory shared by {tp * pp} ranks", CPU_OVERHEAD
         budget = int(avail * frac / (tp * pp)) if avail else None
     if budget is None:

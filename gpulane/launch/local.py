@@ -26,7 +26,7 @@ from gpulane.launch.base import (
     log_path,
     tail,
 )
-from gpulane.launch.watchdog import OutputWatch, find_stall
+from gpulane.launch.watchdog import OutputWatch, find_stall, stopped_ranks
 from gpulane.launch.worker import command as worker_command
 from gpulane.rank import free_port
 from gpulane.rundir import HEARTBEAT_DIR, LOG_DIR, read_heartbeats, read_rank_errors
@@ -115,6 +115,11 @@ class LocalLauncher(Launcher):
             self.first_failure = (r, failed[r])  # type: ignore[assignment]
         if self.first_failure is not None:
             alive = [r for r, c in codes.items() if c is None]
+            # A rank that is stopped (not dead) makes its peers fail on their own timeout:
+            # it is the cause, and waiting for it to exit is waiting for nothing.
+            stopped = stopped_ranks(spec.run_dir, alive, spec.timeout_s, spec.nprocs)
+            if stopped:
+                return self._end(self._stopped_result(stopped, self.first_failure))
             if not alive or time.monotonic() - self.failure_seen_at > SETTLE_S:
                 self._kill_all()
                 return self._end(self._failure_result(self.first_failure))
@@ -169,6 +174,24 @@ class LocalLauncher(Launcher):
         errors = read_rank_errors(run_dir)
         user_error = errors.get(rank) or (next(iter(errors.values())) if errors else None)
         return LaunchResult(codes, message, [rank], where, user_error)
+
+    def _stopped_result(self, stopped: list[int], first: tuple[int, int]) -> LaunchResult:
+        """The stopped ranks named as the cause of a peer's failure."""
+        assert self.spec is not None
+        beats = read_heartbeats(self.spec.run_dir)
+        who = ", ".join(
+            f"rank {r} on {beats[r].host if r in beats else '?'} (pid {self.procs[r].pid})"
+            for r in stopped
+        )
+        waiting = self._failure_result(first)
+        where = beats[first[0]].label if first[0] in beats else None
+        message = (
+            f"{who} stopped responding{f' in {where}' if where else ''} (its alive beat "
+            f"stopped); {waiting.failure}"
+        )
+        self._kill_all()
+        codes = {r: p.poll() for r, p in self.procs.items()}
+        return LaunchResult(codes, message, stopped, where)
 
     def _kill_all(self) -> None:
         for p in self.procs.values():

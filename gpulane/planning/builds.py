@@ -89,7 +89,7 @@ def advise_build(cfg: AdviseConfig, side: BuildTopology) -> BuildAdvice:
     gpus = len(topo.gpus) if topo is not None and topo.gpus else int(coll["world_size"].max())
     rows = records(frame)
     try:
-        spec = gpu_spec(dict(cfg.gpu_specs), gpu_model(topo, rows))
+        spec = gpu_spec(dict(cfg.gpu_specs), gpu_model(topo) or _rows_gpu(rows))
         proj = cfg.projection or {}
         comms = Comms(
             MeasuredComm(records(coll.assign(build=side.label)), side.label),
@@ -179,3 +179,12 @@ def compare_page(
     builds = [advise_build(cfg, s) for s in sides]
     advised = {b.label: pick for b in builds if (pick := b.pick()) is not None}
     return render_compare(cmp, sides, advice_section(builds), advised, title)
+
+
+def _rows_gpu(rows: list[dict[str, Any]]) -> str | None:
+    """The GPU model the rows' versions name (the topology says none)."""
+    for r in rows:
+        versions = r.get("versions")
+        if isinstance(versions, dict) and versions.get("gpu"):
+            return str(versions["gpu"])
+    return None

@@ -43,7 +43,7 @@ def load_rows(
     for target in targets:
         p = Path(target)
         if p.is_file() and not p.name.endswith(ROWS_SUFFIXES):
-            from gpulane.collectives.nccl_tests_parse import rows_from_file
+            from gpulane.collectives.nccl_tests.logs import rows_from_file
 
             label = build or p.stem
             rows += [r.to_dict() for r in rows_from_file(p, build=label)]
@@ -70,11 +70,14 @@ def measure_now(
     root = Path(results_dir)
     before = set(find_run_dirs(root))
     for n in sorted(set(ranks)):
+        # A pipeline's sends are sendrecv, which torch runs out of place only: with it,
+        # each collective is measured in the placements its backend has.
         ops = "[all_reduce,all_gather,sendrecv]" if n == 2 else "[all_reduce,all_gather]"
+        placement = "both" if n == 2 else "true"
         for graph, top in passes:
             cmd = [
                 sys.executable, "-m", "gpulane", "sweep", f"collectives={ops}",
-                "dtype=bfloat16", "in_place=true", f"graph={str(graph).lower()}",
+                "dtype=bfloat16", f"in_place={placement}", f"graph={str(graph).lower()}",
                 "sizes.min=8", f"sizes.max={top}", f"ranks={n}", f"device={device}",
                 f"build={build}", f"results_dir={root}", "progress=false",
             ]  # fmt: skip
@@ -102,14 +105,10 @@ def load_topology(spec: str, paths: Sequence[Path]) -> tuple[Topology | None, st
     return read_topology_file(spec), spec
 
 
-def gpu_model(topo: Topology | None, rows: Sequence[dict[str, Any]]) -> str | None:
-    """The GPU model the topology or the rows name, if any."""
+def gpu_model(topo: Topology | None) -> str | None:
+    """The GPU model the topology names, if any (the rows' is :mod:`.provenance`'s)."""
     if topo is not None:
         for g in topo.gpus:
             if g.model:
                 return g.model
-    for r in rows:
-        versions = r.get("versions")
-        if isinstance(versions, dict) and versions.get("gpu"):
-            return str(versions["gpu"])
     return None

@@ -14,7 +14,7 @@ from dataclasses import asdict
 from typing import Any
 
 from gpulane.config.commands import AdviseConfig
-from gpulane.errors import InputError
+from gpulane.errors import InputError, print_warning
 from gpulane.inference.batching import as_list
 from gpulane.inference.shapes import dtype_bytes, shape_from_config
 from gpulane.planning import inputs
@@ -23,6 +23,7 @@ from gpulane.planning.comm import Comms, MeasuredComm, Projection
 from gpulane.planning.compute import gpu_spec
 from gpulane.planning.placement import apply_what_if, synthetic_topology
 from gpulane.planning.predict import MODEL_TEXT, RULE_OF_THUMB, Workload, split_name, splits
+from gpulane.planning.provenance import provenance
 from gpulane.session.world import local_gpus
 
 MEASURED_BUILD = "advise-measured"  # build label of the rows measure=true makes
@@ -75,10 +76,17 @@ def run(cfg: AdviseConfig) -> int:
                 "what_if=pcie:3x4 with topology=FILE (a projection)"
             )
 
-    model_name = cfg.gpu if str(cfg.gpu) != "auto" else inputs.gpu_model(topo, rows)
+    coll_rows = [r for r in rows if r.get("kind") == "collective"]
+    measured = MeasuredComm(coll_rows, build) if coll_rows else None
+    given = None if str(cfg.gpu) == "auto" else str(cfg.gpu)
+    prov = provenance(
+        rows, measured.build if measured else build, inputs.gpu_model(topo), topo_source, given
+    )
+    for warning in prov.warnings:
+        print_warning(warning)
     spec = gpu_spec(
         dict(cfg.gpu_specs),
-        None if model_name is None else str(model_name),
+        prov.gpu_model,
         _opt_float(cfg.hbm_gbps),
         _opt_float(cfg.tflops),
         _opt_float(cfg.memory_gib),
@@ -88,8 +96,6 @@ def run(cfg: AdviseConfig) -> int:
         base = topo if topo is not None else synthetic_topology(gpus, spec.name)
         topo, what_if_text = apply_what_if(base, what_if)
 
-    coll_rows = [r for r in rows if r.get("kind") == "collective"]
-    measured = MeasuredComm(coll_rows, build) if coll_rows else None
     proj = cfg.projection or {}
     comms = Comms(
         measured,
@@ -122,6 +128,7 @@ def run(cfg: AdviseConfig) -> int:
         "compute": advice.computes,
         "collectives": advice.collectives,
         "rows": len(rows),
+        "inputs": prov.to_dict(),
     }
     if fmt == "json":
         doc = {
@@ -136,7 +143,7 @@ def run(cfg: AdviseConfig) -> int:
         }
         sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")
         return 0
-    print_tables(info, advice)
+    print_tables(info, advice, prov.lines)
     return 0
 
 
@@ -144,7 +151,7 @@ def _pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.0f}%"
 
 
-def print_tables(info: dict[str, Any], advice: Advice) -> None:
+def print_tables(info: dict[str, Any], advice: Advice, lines: list[str]) -> None:
     from rich.console import Console
     from rich.table import Table
 
@@ -159,6 +166,8 @@ def print_tables(info: dict[str, Any], advice: Advice) -> None:
         f"build {info['build']}"
     )
     console.print(f"# topology: {info['topology']}")
+    for line in lines:
+        console.print(line, soft_wrap=True)  # one line each, paths whole
     for c in info["compute"]:
         console.print(
             f"# compute: {c} (HBM {gpu['hbm_gbps']:.0f} GB/s, {gpu['tflops']:.0f} TFLOP/s, "

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 from rich.console import Console
 
-from gpulane.errors import RunFailed, print_error
+from gpulane.errors import RunFailed, print_error, silence_stdout
 from gpulane.launch.base import Launcher, LaunchResult, LaunchSpec
 from gpulane.record import Row
 from gpulane.rundir import NoteTail, RunDir, disk_note
@@ -132,6 +132,11 @@ class RunSession:
                 while not self.step():
                     time.sleep(launcher.poll_s)
             except (KeyboardInterrupt, Terminated) as ex:
+                return self.interrupt(ex)
+            except BrokenPipeError as ex:
+                # `gpulane sweep | head` once head has read its lines: the run ends as if
+                # interrupted (ranks ended, rows kept), quietly, as SIGPIPE ends a tool.
+                silence_stdout()
                 return self.interrupt(ex)
         return self.finish()
 

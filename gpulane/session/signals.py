@@ -7,6 +7,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
 
+from gpulane.errors import STDOUT_GONE
+
 INTERRUPTED = 130  # 128 + SIGINT
 TERMINATED = 143  # 128 + SIGTERM
 
@@ -38,4 +40,6 @@ def stop_words(ex: BaseException) -> tuple[int, str]:
     """(exit status, words) for an interrupt."""
     if isinstance(ex, Terminated):
         return TERMINATED, "terminated (SIGTERM)"
+    if isinstance(ex, BrokenPipeError):
+        return STDOUT_GONE, "stopped: the reader of its output went away"
     return INTERRUPTED, "interrupted"

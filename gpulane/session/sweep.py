@@ -21,6 +21,7 @@ from gpulane.rundir import (
     CONFIG_FILE,
     NoteTail,
     RunDir,
+    discarded_on_bad_input,
     make_run_dir,
     nccl_capture_env,
     rank_env,
@@ -29,6 +30,7 @@ from gpulane.rundir import (
 )
 from gpulane.session.backend_choice import choose_backend
 from gpulane.session.run import RunSession, SessionSpec
+from gpulane.session.sweep_checks import check_front, check_inputs, check_placements
 from gpulane.session.world import local_gpus
 
 JOB = "gpulane.collectives.sweep:run_rank"
@@ -95,16 +97,20 @@ def run_sweep(cfg: SweepConfig) -> int:
     env = run_env(cfg)
     if str(cfg.launcher.name) == "slurm":
         # The GPUs are on the compute nodes, not here: the ranks resolve the world.
-        return run_slurm(cfg, make_run_dir(cfg), env, JOB)
+        run = make_run_dir(cfg)
+        with discarded_on_bad_input(run):
+            return run_slurm(cfg, run, env, JOB)
     ranks, device = resolve_world(cfg)
     cfg, line = choose_backend(cfg, device)
     plan = build_plan(cfg, device == "cuda")
     if plan.timing.graph and device != "cuda":
         raise InputError("graph: CUDA graphs need GPUs; set graph=false on CPUs")
+    check_front(cfg, plan, ranks, device)
     launcher = make_launcher(cfg, device, needs_mpi=True)
     run = make_run_dir(cfg)
-    saved = save_config(cfg, run, world_size=ranks, device=device, nodes=1)
-    return launch_job(saved, run, env, JOB, ranks, device, launcher, [line] if line else None)
+    with discarded_on_bad_input(run):
+        saved = save_config(cfg, run, world_size=ranks, device=device, nodes=1)
+        return launch_job(saved, run, env, JOB, ranks, device, launcher, [line] if line else None)
 
 
 def launch_job(
@@ -136,9 +142,11 @@ def run_slurm(cfg: SweepConfig, run: RunDir, env: dict[str, str], job: str) -> i
     from gpulane.launch.slurm.settings import settings
 
     s = settings(cfg)
-    build_plan(cfg, on_device=True)  # bad input stops here, before anything is queued
     device = slurm_device(cfg, s.gpus_per_node)
     cfg, line = choose_backend(cfg, device)
+    plan = build_plan(cfg, on_device=True)  # bad input stops here, before anything is queued
+    check_placements(cfg, plan, device)
+    check_inputs(cfg, plan, device)
     saved = save_config(cfg, run, world_size=s.world_size, nodes=s.nodes, device=device)
     return launch_job(saved, run, env, job, s.world_size, device, lines=[line] if line else None)
 
@@ -178,6 +186,9 @@ def in_process(cfg: SweepConfig, info: RankInfo) -> int:
     os.environ.update(env)
     device = "cuda" if str(cfg.device) != "cpu" and local_gpus() > 0 else "cpu"
     cfg, line = choose_backend(cfg, device)
+    plan = build_plan(cfg, device == "cuda")
+    check_placements(cfg, plan, device)
+    check_inputs(cfg, plan, device)
     run = make_run_dir(cfg, run_id=shared_run_id())
     saved = save_config(cfg, run, world_size=info.world_size, device=str(cfg.device), nodes=None)
     ctx = make_context(info, run.path)

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from gpulane.collectives.nccl_tests_parse import rows_from_file
+from gpulane.collectives.nccl_tests.logs import rows_from_file
 from gpulane.errors import InputError
 from gpulane.planning.comm import CommTime, MeasuredComm
 from tests.conftest import fixture_path

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from gpulane.collectives.nccl_tests_parse import rows_from_file
+from gpulane.collectives.nccl_tests.logs import rows_from_file
 from gpulane.planning.comm import Comms, MeasuredComm
 from gpulane.planning.compute import Compute
 from gpulane.planning.placement import apply_what_if, place

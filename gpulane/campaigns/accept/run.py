@@ -88,6 +88,9 @@ def run_accept(cfg: AcceptConfig) -> Outcome:
     rules_spec: dict[str, Any] = {str(k): v for k, v in raw_rules.items()}
     load_rules(rules_spec)  # a bad rule is an input error before anything is measured
     baseline, baseline_src, store_as = resolve_baseline(cfg.baseline, results_dir)
+    # A topology given (a file, live) is read now: bad input before anything is measured.
+    # Only topology=auto waits for the rows, to find the topology.json beside them.
+    given = None if str(cfg.topology or "auto") == "auto" else resolve_topology(cfg.topology, [])
     steps: list[Step] = []
     gpus = 0
     if cfg.run:
@@ -112,7 +115,7 @@ def run_accept(cfg: AcceptConfig) -> Outcome:
         if not steps:
             raise
         frame = load_frame([])
-    topology, topology_src = resolve_topology(cfg.topology, paths)
+    topology, topology_src = given or resolve_topology(cfg.topology, paths)
     doctor = accept_doctor(cfg.doctor, paths, not cfg.run, gpus, topology, topology_src)
     found = findings_json(doctor)
     verdict = evaluate(

@@ -102,12 +102,24 @@ class Backend(ABC):
         """Seconds per call of fn when ``iters`` calls are captured once and replayed."""
         raise NotImplementedError(f"{self.name} has no graph mode")
 
+    @classmethod
+    def placement_problem(cls, op: str, in_place: bool, name: str | None = None) -> str | None:
+        """Why this backend cannot run ``op`` in this placement, from its tables alone (what
+        the front checks before any rank starts); None when it can."""
+        why = cls.cannot.get((op, in_place))
+        if why is None and op not in cls.calls:
+            why = f"{name or cls.__name__} has no call for {op}"
+        return why
+
+    @classmethod
+    def input_problem(cls, op: str, dtype: str, redop: str, host_buffers: bool) -> str | None:
+        """Why this backend cannot run ``op`` on ``dtype`` with ``redop`` (``host_buffers``:
+        the ranks will hold host memory), where that is known without starting it."""
+        return None
+
     def supports(self, point: Point, in_place: bool) -> str | None:
         """None when the backend can run this point, else the reason it cannot."""
-        why = self.cannot.get((point.op, in_place))
-        if why is None and point.op not in self.calls:
-            why = f"{self.name} has no call for {point.op}"
-        return why
+        return self.placement_problem(point.op, in_place, getattr(self, "name", None))
 
     def synchronize(self) -> None:  # noqa: B027 - host backends have nothing to wait for
         """Wait until everything issued has finished."""

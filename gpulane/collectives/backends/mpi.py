@@ -37,13 +37,18 @@ from gpulane.collectives.backends.mpi_library import (
     import_mpi,
     library_version,
 )
-from gpulane.collectives.spec import DTYPES, Point
+from gpulane.collectives.spec import COLLECTIVES, DTYPES, Point
 from gpulane.collectives.values import Array
 from gpulane.errors import GpulaneError, InputError
 from gpulane.rank import RankContext
 
 NAME = "mpi"
 MPI_CANNOT = cannot_run(("broadcast",), False, "MPI_Bcast is in-place only")
+NO_AVG = "MPI has no averaging reduction (redop=avg); use sum, prod, min or max"
+NO_HOST_BFLOAT16 = (
+    "numpy has no bfloat16, so host buffers cannot hold it; use dtype=half or float, "
+    "or device buffers with a CUDA-aware MPI"
+)
 
 
 class MpiControl:
@@ -193,17 +198,22 @@ class MpiBackend(Backend):
             raise InputError(f"numpy has no {dtype}; host buffers cannot hold it")
         return self.np.empty(n, dtype=np_name)
 
+    @classmethod
+    def input_problem(cls, op: str, dtype: str, redop: str, host_buffers: bool) -> str | None:
+        if COLLECTIVES[op].reduces and redop == "avg":
+            return NO_AVG
+        if dtype == "bfloat16" and host_buffers:
+            return NO_HOST_BFLOAT16
+        return None
+
     def supports(self, point: Point, in_place: bool) -> str | None:
         if point.spec.reduces and point.redop == "avg":
-            return "MPI has no averaging reduction (redop=avg); use sum, prod, min or max"
+            return NO_AVG
         why = super().supports(point, in_place)
         if why is not None:
             return why
         if point.dtype == "bfloat16" and self.gpu is None:
-            return (
-                "numpy has no bfloat16, so host buffers cannot hold it; use dtype=half or float, "
-                "or device buffers with a CUDA-aware MPI"
-            )
+            return NO_HOST_BFLOAT16
         if point.dtype == "bfloat16" and self.gpu is not None and not self.gpu.has_bfloat16:
             return f"{self.gpu.kind} has no bfloat16; use backend.array=torch"
         if reduces_half(point):
