@@ -16,6 +16,10 @@ ATTENTION_BACKENDS: dict[str, list[str] | None] = {
 }
 
 
+# torch.compile modes that leave CUDA graphs to gpulane's own capture (gpulane.inference.fused)
+COMPILE_MODES = ("default", "max-autotune-no-cudagraphs")
+
+
 def attention_kernels(name: str) -> Any:
     """A context in which scaled_dot_product_attention uses only the named kernels.
 

@@ -10,7 +10,7 @@ from typing import Any
 from gpulane.config.commands import TokensConfig
 from gpulane.errors import InputError, MissingComponent
 from gpulane.inference.batching import configs
-from gpulane.inference.kernels import ATTENTION_BACKENDS
+from gpulane.inference.kernels import ATTENTION_BACKENDS, COMPILE_MODES
 from gpulane.inference.memory import OVERHEAD_BYTES, GiB, cache_len, check_fits
 from gpulane.inference.shapes import ModelShape, dtype_bytes, shape_from_config
 from gpulane.inference.sharding import check_parallel
@@ -33,6 +33,14 @@ def _int(value: Any, what: str) -> int:
     return n
 
 
+def compile_choice(value: Any) -> bool | None:
+    """compile= as True, False or None (auto: on GPUs, falling back to eager on failure)."""
+    text = str(value).strip().lower()
+    if text not in ("auto", "true", "false"):
+        raise InputError(f"compile: expected auto, true or false, got {value!r}")
+    return None if text == "auto" else text == "true"
+
+
 def resolve(cfg: TokensConfig, gpus: int) -> tuple[ModelShape, int, int, int, str]:
     """(shape as run, full layer count, tp, pp, device) from the configuration and the
     number of GPUs this host has."""
@@ -46,6 +54,11 @@ def resolve(cfg: TokensConfig, gpus: int) -> tuple[ModelShape, int, int, int, st
     if kernels not in ATTENTION_BACKENDS:
         raise InputError(
             f"decode_attention: expected one of {', '.join(ATTENTION_BACKENDS)}, got {kernels!r}"
+        )
+    compile_choice(cfg.compile)
+    if str(cfg.compile_mode) not in COMPILE_MODES:
+        raise InputError(
+            f"compile_mode: expected one of {', '.join(COMPILE_MODES)}, got {cfg.compile_mode!r}"
         )
     device = str(cfg.device).lower()
     if device not in ("auto", "cuda", "cpu"):

@@ -158,6 +158,10 @@ class RunSession:
         assert self.launcher is not None
         for note in self.launcher.notes() + self.notes.read():
             self.say(note)
+            # a view may turn a rank's note into the progress line's state ("compiling…")
+            state = getattr(self.view, "state_of_note", lambda _note: None)(note)
+            if state:
+                self.display.update(self.view.done(), state)
         for row in self.rows.read():
             self.started_rows = True
             for line in self.view.add(row):
