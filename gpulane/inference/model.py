@@ -117,6 +117,9 @@ class StepInput:
     # layers: a bool mask would be turned into this in every layer)
     mask: torch.Tensor | None = None
     attention: str = "any"  # decode attention kernels (decode_attention)
+    # decode: live positions per sequence, [rows] (decode_attention=triton reads only those;
+    # None: counted from the mask)
+    lengths: torch.Tensor | None = None
 
 
 class Layer:
@@ -240,7 +243,7 @@ class Layer:
         # decode: write this position, then each KV group's query heads over the cache
         cache.index_copy_(3, step.pos, kv)
         q = q.reshape(n_seq, s.kv_heads, group, s.head_dim)
-        out = decode_attention(q, cache[0], cache[1], step.mask, step.attention)
+        out = decode_attention(q, cache[0], cache[1], step.mask, step.attention, step.lengths)
         return out.reshape(n_seq, s.q_size)
 
     def forward_fused(
@@ -279,7 +282,7 @@ class Layer:
             )  # fmt: skip
             n = q.shape[0]
             q = q.reshape(n, kvh, heads // kvh, s.head_dim)
-            out = decode_attention(q, cache[0], cache[1], step.mask, step.attention)
+            out = decode_attention(q, cache[0], cache[1], step.mask, step.attention, step.lengths)
             attn = F.linear(out.reshape(n, s.q_size), self.w_o)
         x = self.comm.all_reduce(attn)
         if self.moe:
@@ -377,7 +380,12 @@ def prefill_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torc
 
 
 def decode_attention(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, kernels: str
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    mask: torch.Tensor | None,
+    kernels: str,
+    lengths: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """q [n, kv_heads, group, d] over the cache k, v [n, kv_heads, cache_len, d] with the
     additive mask [n, 1, 1, cache_len].
@@ -385,7 +393,16 @@ def decode_attention(
     ``bmm``: three kernels (scores with the mask added, softmax, weighted sum); a decode
     step has a few query rows per KV head, where one fused attention kernel runs on only
     kv_heads blocks and takes longer than the three. Otherwise scaled_dot_product_attention
-    restricted to the named kernels (:mod:`gpulane.inference.kernels`)."""
+    restricted to the named kernels (:mod:`gpulane.inference.kernels`). ``triton``: two
+    kernels that read only each sequence's first ``lengths`` positions (the mask must then
+    be a prefix: lengths are counted from it when not given)."""
+    if kernels == "triton":
+        from gpulane.inference.triton_attention import decode_attention_triton
+
+        if lengths is None:
+            assert mask is not None, "decode_attention=triton needs lengths or a mask"
+            lengths = (mask.reshape(mask.shape[0], -1) == 0).sum(-1)
+        return decode_attention_triton(q, k, v, lengths)
     if kernels == "bmm":
         n, kvh, g, d = q.shape
         bias = mask if mask is not None else torch.zeros((), dtype=q.dtype, device=q.device)
