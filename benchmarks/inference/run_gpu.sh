@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # gpulane tokens benchmarks on the 2xH200 machine (NVLink NV18).
 #
-#   benchmarks/inference/run_gpu.sh OUTDIR [all|roofline|builds|builds-socket|default]
+#   benchmarks/inference/run_gpu.sh OUTDIR [all|roofline|builds|builds-socket|default|
+#                                           decode|decode-70b|prefill|fast]
 #
 # (the parts, so that each fits one call on the lent machine; all runs every part)
 # roofline: Llama-3.1-8B shapes, TP=1, batch 1, decode step against weight bytes per
@@ -15,10 +16,24 @@
 #    the socket build, at ~4 GB/s, stays within the time.
 # default: the default `gpulane tokens` run (8B, TP=2, batch 1,8,32, input 512,2048,
 #    output 128), timed with `time`; target under 3 minutes.
+# decode (issue 22, ~3 min): 8B decode step before (compile=false) and after
+#    (compile=true), batch 1 and 16: TP=1 in one process (profile_decode.py: eager:bmm,
+#    compiled:bmm, compiled:triton, with kernel counts), TP=2 through `gpulane tokens`;
+#    the CUDA-graph all_reduce/all_gather sweep of the build (the measured collective
+#    time); step_ratio.py: ratio = step / (HBM roofline + collectives), target 1.2.
+# decode-70b (~3 min): llama3-70b TP=2 (both H200s; 141 GB of bf16 weights do not fit
+#    one 141 GB H200, so no TP=1), batch 1 and 16, before and after; same table.
+# prefill (~3 min): 8k-token prefill of 8B, TP=1 (profile_decode.py --prefill 8192,
+#    eager and compiled) and TP=2 (gpulane tokens), against the FLOP roofline at the
+#    measured bf16 matrix rate (+ collectives); target 1.3.
+# fast: decode, decode-70b and prefill in one go (~9 min, one device call).
 set -uo pipefail  # a failed step is recorded; the next still runs
-OUT=${1:?usage: run_gpu.sh OUTDIR [all|roofline|builds|builds-socket|default]}
+OUT=${1:?usage: run_gpu.sh OUTDIR [all|roofline|builds|builds-socket|default|decode|decode-70b|prefill|fast]}
 PART=${2:-all}
-want() { [ "$PART" = all ] || [ "$PART" = "$1" ]; }
+want() {
+  [ "$PART" = all ] || [ "$PART" = "$1" ] ||
+    { [ "$PART" = fast ] && case "$1" in decode|decode-70b|prefill) true ;; *) false ;; esac; }
+}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export PYTHONUNBUFFERED=1
 PY=${PYTHON:-python3}
@@ -81,5 +96,58 @@ fi
 if want default; then
   echo "== default gpulane tokens (8B on 2 GPUs), timed"
   { time "${G[@]}" tokens results_dir="$OUT/default" ; } 2>&1 | tee "$OUT/default.log"
+fi
+rates() {  # copy bandwidth and bf16 matrix rate, once per OUTDIR
+  [ -s "$OUT/copy_bw.json" ] || CUDA_VISIBLE_DEVICES=0 "$PY" "$HERE/copy_bw.py" | tee "$OUT/copy_bw.json"
+}
+graph_sweep() {  # the build's collectives as a decode step issues them: CUDA-graph replays
+  [ -d "$OUT/sweep" ] && return 0
+  "${G[@]}" sweep build=nvlink "collectives=[all_reduce,all_gather]" dtype=bfloat16 \
+    in_place=true graph=true sizes.min=8K sizes.max=128M warmup=3 iters=10 ranks=2 \
+    device=cuda progress=false results_dir="$OUT/sweep" > "$OUT/sweep-graph.log" 2>&1
+}
+before_after() {  # before_after NAME ARGS...: gpulane tokens with compile=false, then true
+  local name=$1; shift
+  for c in false true; do
+    echo "== $name compile=$c"
+    { time "${G[@]}" tokens "$@" compile="$c" build=nvlink "${ATT[@]}" \
+        results_dir="$OUT/$name" ; } 2>&1 | tee "$OUT/tokens-$name-compile-$c.log"
+  done
+}
+ratios() {
+  "$PY" "$HERE/step_ratio.py" "$OUT" --md "$OUT/step-ratio.md" --rows "$OUT/step-ratio.jsonl"
+}
+
+if want decode; then
+  echo "== decode step before/after: llama3-8b TP=1 (one process) and TP=2"
+  rates
+  CUDA_VISIBLE_DEVICES=0 "$PY" "$HERE/profile_decode.py" --model llama3-8b --batch 1,16 \
+    --input-len 512 --steps 50 --variants eager:bmm,compiled:bmm,compiled:triton \
+    --out "$OUT/profile" > "$OUT/profile.log" 2>&1
+  grep '^{"batch"' "$OUT/profile.log" || tail -20 "$OUT/profile.log"
+  before_after tp2 model=llama3-8b tp=2 pp=1 batch=1,16 input_len=512 output_len=48 \
+    warmup=1 iters=2
+  graph_sweep
+  ratios
+fi
+if want decode-70b; then
+  echo "== decode step before/after: llama3-70b TP=2 (does not fit one H200: no TP=1)"
+  rates
+  before_after 70b model=llama3-70b tp=2 pp=1 batch=1,16 input_len=512 output_len=32 \
+    warmup=1 iters=1
+  graph_sweep
+  ratios
+fi
+if want prefill; then
+  echo "== prefill of 8k tokens before/after: llama3-8b TP=1 (one process) and TP=2"
+  rates
+  CUDA_VISIBLE_DEVICES=0 "$PY" "$HERE/profile_decode.py" --model llama3-8b --batch 1 \
+    --input-len 512 --steps 20 --variants eager:bmm,compiled:bmm --prefill 8192 \
+    --out "$OUT/profile-prefill" > "$OUT/profile-prefill.log" 2>&1
+  grep '^{"input_len"' "$OUT/profile-prefill.log" || tail -20 "$OUT/profile-prefill.log"
+  before_after prefill-tp2 model=llama3-8b tp=2 pp=1 batch=1 input_len=8192 output_len=4 \
+    warmup=1 iters=3
+  graph_sweep
+  ratios
 fi
 echo "== done: $OUT"
