@@ -68,6 +68,8 @@ class RowBuilder(RunnerState):
             "weights_gib_per_gpu": round(run_params * self.dbytes / GiB, 3),
             "build_s": round(self.build_s, 2),
             "launcher": self.ctx.info.launcher,
+            # the shape as run (layers cut or not): what the advisor's calibration reads
+            "shape": shape.to_dict(),
             **self.kernels(),
         }
         if scale is not None:
