@@ -27,12 +27,20 @@
 #    eager and compiled) and TP=2 (gpulane tokens), against the FLOP roofline at the
 #    measured bf16 matrix rate (+ collectives); target 1.3.
 # fast: decode, decode-70b and prefill in one go (~9 min, one device call).
+# advise-nvlink, advise-pcie-host, advise-socket (~3-4 min each; advise: all three):
+#    the held-out validation of benchmarks/advise/heldout.py. nvlink also runs the
+#    calibration (llama3-8b TP=1 on one GPU and TP=2 with compute-only times, batch 1,16,
+#    input 512, output 16); each build: its CUDA-graph all_reduce/all_gather/sendrecv
+#    sweep and llama3-70b (16 of 80 layers) and mixtral-8x7b (8 of 32 layers) at TP=2 and
+#    PP=2, batch 1,16, input 512, output 16; then heldout.py builds the table
+#    (OUT/advise/heldout.md).
 set -uo pipefail  # a failed step is recorded; the next still runs
-OUT=${1:?usage: run_gpu.sh OUTDIR [all|roofline|builds|builds-socket|default|decode|decode-70b|prefill|fast]}
+OUT=${1:?usage: run_gpu.sh OUTDIR [all|roofline|builds|builds-socket|default|decode|decode-70b|prefill|fast|advise|advise-nvlink|advise-pcie-host|advise-socket]}
 PART=${2:-all}
 want() {
   [ "$PART" = all ] || [ "$PART" = "$1" ] ||
-    { [ "$PART" = fast ] && case "$1" in decode|decode-70b|prefill) true ;; *) false ;; esac; }
+    { [ "$PART" = fast ] && case "$1" in decode|decode-70b|prefill) true ;; *) false ;; esac; } ||
+    { [ "$PART" = advise ] && case "$1" in advise-*) true ;; *) false ;; esac; }
 }
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export PYTHONUNBUFFERED=1
@@ -149,5 +157,37 @@ if want prefill; then
     warmup=1 iters=3
   graph_sweep
   ratios
+fi
+advise_build() {  # advise_build PRESET: the build's collectives and the held-out runs
+  local p=$1 dir="$OUT/advise" m split
+  echo "== held-out models on $p"
+  "${G[@]}" sweep preset="$p" build="$p" "collectives=[all_reduce,all_gather,sendrecv]" \
+    dtype=bfloat16 graph=true sizes.min=8K sizes.max=128M warmup=3 iters=10 ranks=2 \
+    device=cuda progress=false results_dir="$dir/coll" > "$OUT/advise-sweep-$p.log" 2>&1 ||
+    tail -5 "$OUT/advise-sweep-$p.log"
+  for m in "model=llama3-70b layers=16" "model=mixtral-8x7b layers=8"; do
+    for split in "tp=2 pp=1" "tp=1 pp=2"; do
+      # shellcheck disable=SC2086  # $m and $split are lists of overrides
+      "${G[@]}" tokens $m $split batch=1,16 input_len=512 output_len=16 warmup=1 iters=2 \
+        comm_off=false preset="$p" build="$p" "${ATT[@]}" results_dir="$dir/runs" 2>&1 \
+        | tee -a "$OUT/advise-$p.log" | grep -E "^  batch|error"
+    done
+  done
+}
+if want advise-nvlink; then
+  echo "== calibration: llama3-8b TP=1 (one GPU) and TP=2 (compute-only times)"
+  CUDA_VISIBLE_DEVICES=0 "${G[@]}" tokens model=llama3-8b tp=1 pp=1 batch=1,16 input_len=512 \
+    output_len=16 warmup=1 iters=2 build=nvlink "${ATT[@]}" results_dir="$OUT/advise/calib" \
+    2>&1 | tee "$OUT/advise-calib-tp1.log" | grep -E "^  batch|error"
+  "${G[@]}" tokens model=llama3-8b tp=2 pp=1 batch=1,16 input_len=512 output_len=16 \
+    warmup=1 iters=2 comm_off=true build=nvlink "${ATT[@]}" results_dir="$OUT/advise/calib" \
+    2>&1 | tee "$OUT/advise-calib-tp2.log" | grep -E "^  batch|error"
+  advise_build nvlink
+fi
+want advise-pcie-host && advise_build pcie-host
+want advise-socket && advise_build socket
+if want advise-nvlink || want advise-pcie-host || want advise-socket; then
+  "$PY" "$ROOT/benchmarks/advise/heldout.py" "$OUT/advise" --md "$OUT/advise/heldout.md" \
+    --rows "$OUT/advise/heldout.jsonl"
 fi
 echo "== done: $OUT"
