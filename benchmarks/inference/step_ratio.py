@@ -177,7 +177,10 @@ def main(argv: list[str] | None = None) -> int:
     rates = json.loads((args.outdir / "copy_bw.json").read_text())
     bw = float(rates["copy_gbps_read_plus_write_median"])
     tflops = float(rates["matmul_bf16_tflops_median"])
-    rows = [r for r in read_rows(args.outdir)] if any(args.outdir.rglob("rows.jsonl")) else []
+    rows = []
+    for sub in sorted(p for p in args.outdir.iterdir() if p.is_dir() and p.name != "advise"):
+        if any(sub.rglob("rows.jsonl")):  # advise/: the held-out runs, benchmarks/advise
+            rows += list(read_rows(sub))
     coll = [r for r in rows if r.get("kind") == "collective" and r.get("status") == "ok"]
     comms = {b: MeasuredComm(coll, b) for b in sorted({str(r.get("build")) for r in coll})}
     figures = []
