@@ -44,7 +44,17 @@ from gpulane.inference.sharding import rank_slices, stage_layers
 CONF = Path(__file__).resolve().parents[2] / "gpulane" / "conf" / "model"
 
 
+CUDA = True  # --device cpu: a dry run of this script's logic on a CPU (timings meaningless)
+
+
+def sync() -> None:
+    if CUDA:
+        torch.cuda.synchronize()
+
+
 def rates(device: torch.device) -> tuple[float, float]:
+    if not CUDA:
+        return 1.0, 1.0
     from copy_bw import matmul_tflops, measure  # beside this script
 
     bw = float(measure(device, iters=10)["copy_gbps_read_plus_write_median"])  # type: ignore[arg-type]
@@ -52,6 +62,14 @@ def rates(device: torch.device) -> tuple[float, float]:
 
 
 def graph_ms(fn: Any, steps: int, before_each: Any = None) -> float:
+    if not CUDA:  # dry run: eager calls on the host clock
+        fn()
+        if before_each is not None:
+            before_each()
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            fn()
+        return (time.perf_counter() - t0) * 1e3 / steps
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
@@ -87,10 +105,11 @@ def group_of(name: str) -> str:
 
 def kernels_of(fn: Any) -> tuple[dict[str, Any], Any]:
     """One eager run of fn under the profiler: kernel count, busy ms, groups, top 15."""
-    torch.cuda.synchronize()
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+    sync()
+    activity = torch.profiler.ProfilerActivity.CUDA if CUDA else torch.profiler.ProfilerActivity.CPU
+    with torch.profiler.profile(activities=[activity]) as prof:
         fn()
-        torch.cuda.synchronize()
+        sync()
     kernels: dict[str, list[float]] = {}
     for ev in prof.events():
         if ev.device_type == torch.autograd.DeviceType.CUDA and ev.device_time > 0:
@@ -153,14 +172,19 @@ def decode_runs(
         use(kind)
         attention[0] = att
         reset()
-        t0 = time.perf_counter()
-        step()  # compiles, where compiled, each shape once
-        torch.cuda.synchronize()
-        first_s = time.perf_counter() - t0
-        reset()
-        ms = graph_ms(step, args.steps, reset)
-        reset()
-        prof, p = kernels_of(step)
+        try:
+            t0 = time.perf_counter()
+            step()  # compiles, where compiled, each shape once
+            sync()
+            first_s = time.perf_counter() - t0
+            reset()
+            ms = graph_ms(step, args.steps, reset)
+            reset()
+            prof, p = kernels_of(step)
+        except Exception as err:  # one variant failing must not lose the others' figures
+            found.append({"batch": b, "variant": f"{kind}:{att}", "error": repr(err)[:500]})
+            print(json.dumps(found[-1]), flush=True)
+            continue
         texts[f"decode-b{b}-{kind}-{att}"] = p.key_averages().table(
             sort_by="cuda_time_total", row_limit=40
         )
@@ -206,9 +230,13 @@ def main() -> int:
     ap.add_argument("--variants", default="eager:bmm,compiled:bmm,compiled:triton")
     ap.add_argument("--compile-mode", default="default")
     ap.add_argument("--prefill", type=int, default=0, help="also time a prefill this long")
+    ap.add_argument("--device", default="cuda", help="cpu: a dry run of the logic (tiny models)")
     args = ap.parse_args()
-    dev = torch.device("cuda", 0)
-    torch.cuda.set_device(dev)
+    global CUDA
+    CUDA = args.device == "cuda"
+    dev = torch.device("cuda", 0) if CUDA else torch.device("cpu")
+    if CUDA:
+        torch.cuda.set_device(dev)
     cfg = OmegaConf.to_container(OmegaConf.load(CONF / f"{args.model}.yaml"))
     assert isinstance(cfg, dict)
     shape = shape_from_config({str(k): v for k, v in cfg.items()}).with_layers(args.layers)
@@ -219,7 +247,7 @@ def main() -> int:
     fused = {"eager": None, "compiled": Fused(True, args.compile_mode)}
     bw, tflops = rates(dev)
     out: dict[str, Any] = {
-        "gpu": torch.cuda.get_device_name(dev),
+        "gpu": torch.cuda.get_device_name(dev) if CUDA else "cpu (dry run)",
         "torch": torch.__version__,
         "model": shape.name,
         "layers": shape.num_layers,
@@ -233,69 +261,79 @@ def main() -> int:
         "prefill": [],
     }
     texts: dict[str, str] = {}
-    with torch.inference_mode():
-        t0 = time.perf_counter()
-        stage = Stage(
-            shape, rank_slices(shape, 1, 0), stage_layers(shape.num_layers, 1)[0], True, True,
-            Comm(None, None, 1, True), Init(dev, torch.bfloat16, 0), max_pos,
-        )  # fmt: skip
-        torch.cuda.synchronize()
-        out["build_s"] = round(time.perf_counter() - t0, 1)
+    try:
+        with torch.inference_mode():
+            t0 = time.perf_counter()
+            stage = Stage(
+                shape, rank_slices(shape, 1, 0), stage_layers(shape.num_layers, 1)[0], True, True,
+                Comm(None, None, 1, True), Init(dev, torch.bfloat16, 0), max_pos,
+            )  # fmt: skip
+            sync()
+            out["build_s"] = round(time.perf_counter() - t0, 1)
 
-        def use(kind: str) -> None:
-            for layer in stage.layers:
-                layer.fused = fused[kind]
+            def use(kind: str) -> None:
+                for layer in stage.layers:
+                    layer.fused = fused[kind]
 
-        for b in batches:
-            use("eager")
-            out["decode"] += decode_runs(stage, use, b, args, variants, clen, bw, texts)
-            out["gemm_only_ms"][str(b)] = round(graph_ms(gemms_of(stage, b), args.steps), 3)
-            stage.free_cache()
-            torch.cuda.empty_cache()
+            for b in batches:
+                use("eager")
+                out["decode"] += decode_runs(stage, use, b, args, variants, clen, bw, texts)
+                out["gemm_only_ms"][str(b)] = round(graph_ms(gemms_of(stage, b), args.steps), 3)
+                stage.free_cache()
+                if CUDA:
+                    torch.cuda.empty_cache()
 
-        if args.prefill:
-            n = args.prefill
-            stage.allocate_cache(1, n + 8)
-            ids = torch.randint(0, shape.vocab_size, (n,), device=dev)
-            cost = step_cost(shape, "prefill", 1, n, 2)
-            flop_ms = cost.compute_s(tflops) * 1e3
+            if args.prefill:
+                n = args.prefill
+                stage.allocate_cache(1, n + 8)
+                ids = torch.randint(0, shape.vocab_size, (n,), device=dev)
+                cost = step_cost(shape, "prefill", 1, n, 2)
+                flop_ms = cost.compute_s(tflops) * 1e3
 
-            def prefill() -> None:
-                x, res = stage.forward(ids, None, StepInput(slice(0, 1), n))
-                stage.logits(x, res, n)
+                def prefill() -> None:
+                    x, res = stage.forward(ids, None, StepInput(slice(0, 1), n))
+                    stage.logits(x, res, n)
 
-            for kind in dict.fromkeys(k for k, _ in variants):
-                use(kind)
-                t0 = time.perf_counter()
-                prefill()
-                torch.cuda.synchronize()
-                first_s = time.perf_counter() - t0
-                ms = graph_ms(prefill, 5)
-                prof, p = kernels_of(prefill)
-                texts[f"prefill-{kind}"] = p.key_averages().table(
-                    sort_by="cuda_time_total", row_limit=40
-                )
-                out["prefill"].append({
-                    "input_len": n, "variant": kind, "compile": kind == "compiled",
-                    "ttft_ms": round(ms, 3), "first_s": round(first_s, 2),
-                    "flops": cost.flops, "flop_roofline_ms": round(flop_ms, 3),
-                    "ratio": round(ms / flop_ms, 3), "kernels": prof,
-                })  # fmt: skip
-                print(
-                    json.dumps({k: v for k, v in out["prefill"][-1].items() if k != "kernels"}),
-                    flush=True,
-                )
-            stage.free_cache()
-    compiled = fused["compiled"]
-    assert compiled is not None
-    out["compile_s_total"] = round(compiled.compile_s, 1)
-    out["compile_error"] = compiled.error
-    print(json.dumps(out, indent=1))
-    if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "profile.json").write_text(json.dumps(out, indent=1))
-        for name, text in texts.items():
-            (args.out / f"kernels-{name}.txt").write_text(text)
+                for kind in dict.fromkeys(k for k, _ in variants):
+                    use(kind)
+                    try:
+                        t0 = time.perf_counter()
+                        prefill()
+                        sync()
+                        first_s = time.perf_counter() - t0
+                        ms = graph_ms(prefill, 5)
+                        prof, p = kernels_of(prefill)
+                    except Exception as err:  # keep the other variant's figures
+                        out["prefill"].append(
+                            {"input_len": n, "variant": kind, "error": repr(err)[:500]}
+                        )
+                        print(json.dumps(out["prefill"][-1]), flush=True)
+                        continue
+                    texts[f"prefill-{kind}"] = p.key_averages().table(
+                        sort_by="cuda_time_total", row_limit=40
+                    )
+                    out["prefill"].append({
+                        "input_len": n, "variant": kind, "compile": kind == "compiled",
+                        "ttft_ms": round(ms, 3), "first_s": round(first_s, 2),
+                        "flops": cost.flops, "flop_roofline_ms": round(flop_ms, 3),
+                        "ratio": round(ms / flop_ms, 3), "kernels": prof,
+                    })  # fmt: skip
+                    print(
+                        json.dumps({k: v for k, v in out["prefill"][-1].items() if k != "kernels"}),
+                        flush=True,
+                    )
+                stage.free_cache()
+    finally:  # what was measured is written even when a later part fails
+        compiled = fused["compiled"]
+        assert compiled is not None
+        out["compile_s_total"] = round(compiled.compile_s, 1)
+        out["compile_error"] = compiled.error
+        print(json.dumps(out, indent=1))
+        if args.out:
+            args.out.mkdir(parents=True, exist_ok=True)
+            (args.out / "profile.json").write_text(json.dumps(out, indent=1))
+            for name, text in texts.items():
+                (args.out / f"kernels-{name}.txt").write_text(text)
     return 0
 
 

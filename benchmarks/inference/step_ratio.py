@@ -122,6 +122,8 @@ def from_profile(doc: dict[str, Any], bw: float, tflops: float) -> list[dict[str
     shape = shape_of(doc["model"], int(doc["layers"]))
     out = []
     for d in doc.get("decode", []):
+        if "error" in d:  # a variant that failed: its error is in profile.json
+            continue
         cost = step_cost(shape, "decode", int(d["batch"]), int(doc["context"]), 2)
         out.append(figure(
             doc["model"], 1, int(d["batch"]), "decode", d["variant"], float(d["step_ms"]),
@@ -130,6 +132,8 @@ def from_profile(doc: dict[str, Any], bw: float, tflops: float) -> list[dict[str
             int(doc["input_len"]),
         ))  # fmt: skip
     for p in doc.get("prefill", []):
+        if "error" in p:
+            continue
         cost = step_cost(shape, "prefill", 1, int(p["input_len"]), 2)
         out.append(figure(
             doc["model"], 1, 1, "prefill", f"{p['variant']}:sdpa", float(p["ttft_ms"]),
