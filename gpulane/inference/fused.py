@@ -15,8 +15,9 @@ kernel each on GPUs, C++ on CPUs; the matrix products stay cuBLAS calls):
 The collectives stay outside (eager ``dist`` calls), so every function is the same for
 TP=1 and TP=2 and composes with gpulane's own CUDA-graph capture: compiled with
 ``mode="default"`` (or ``max-autotune-no-cudagraphs``), never with inductor's own graphs.
-The functions are compiled once per shape (``dynamic=False``) and shared by every layer:
-weights are arguments, not attributes, so 32 layers are one compilation.
+A decode step's functions are compiled once per shape (``dynamic=False``), a prefill's
+with dynamic shapes once a second shape comes; all are shared by every layer: weights
+are arguments, not attributes, so 32 layers are one compilation.
 
 The same functions run uncompiled when ``compile`` is off for a check
 (:class:`Fused` with ``compile=False``); the model's eager path
@@ -191,7 +192,14 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
     "attn_block_decode": attn_block_decode,
     "mlp_block": mlp_block,
     "add_norm": add_norm,
+    # the same functions for prefills, compiled apart: prompts come in many lengths and
+    # chunk sizes, so these are compiled with dynamic shapes after the second one (a
+    # prefill's kernels stream large tensors, where static sizes gain nothing), while a
+    # decode step's small kernels are compiled for each shape
+    "mlp_block_prefill": mlp_block,
+    "add_norm_prefill": add_norm,
 }
+DYNAMIC = frozenset({"attn_in_prefill", "mlp_block_prefill", "add_norm_prefill"})
 
 
 def _graphs_compiled() -> int:
@@ -222,10 +230,13 @@ class Fused:
             for key in ("cache_size_limit", "recompile_limit"):
                 if hasattr(dynamo_config, key):
                     setattr(dynamo_config, key, max(getattr(dynamo_config, key), RECOMPILE_LIMIT))
-            kwargs: dict[str, Any] = {"dynamic": False, "fullgraph": True}
+            kwargs: dict[str, Any] = {"fullgraph": True}
             if mode != "default":
                 kwargs["mode"] = mode
-            self.fns = {name: torch.compile(fn, **kwargs) for name, fn in FUNCTIONS.items()}
+            self.fns = {
+                name: torch.compile(fn, dynamic=None if name in DYNAMIC else False, **kwargs)
+                for name, fn in FUNCTIONS.items()
+            }
 
     @property
     def ops(self) -> list[str]:

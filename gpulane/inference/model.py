@@ -285,12 +285,13 @@ class Layer:
             out = decode_attention(q, cache[0], cache[1], step.mask, step.attention, step.lengths)
             attn = F.linear(out.reshape(n, s.q_size), self.w_o)
         x = self.comm.all_reduce(attn)
+        tail = "_prefill" if step.pos is None else ""
         if self.moe:
-            h, residual = f("add_norm", x, residual, self.norm2, RMS_EPS)
+            h, residual = f("add_norm" + tail, x, residual, self.norm2, RMS_EPS)
             y = self.experts(h)
         else:
             y, residual = f(
-                "mlp_block", x, residual, self.norm2, self.w_gate_up, self.w_down, RMS_EPS
+                "mlp_block" + tail, x, residual, self.norm2, self.w_gate_up, self.w_down, RMS_EPS
             )
         return self.comm.all_reduce(y), residual
 

@@ -23,9 +23,11 @@ BATCH, INPUT_LEN, OUTPUT_LEN = 3, 12, 4
 
 
 def logits(
-    model: str, dtype: torch.dtype, fused: Fused | None, attention: str
-) -> list[torch.Tensor]:
+    model: str, dtype: torch.dtype, fused: Fused | None, attention: str,
+    batch: int = BATCH, input_len: int = INPUT_LEN,
+) -> list[torch.Tensor]:  # fmt: skip
     """Prefill and greedy decode of the whole model in this process; every step's logits."""
+    BATCH, INPUT_LEN = batch, input_len  # the module's defaults, overridden
     shape = shape_from_config(OmegaConf.to_container(OmegaConf.load(CONF / f"{model}.yaml")))  # type: ignore[arg-type]
     clen = cache_len(INPUT_LEN, OUTPUT_LEN)
     comm = Comm(None, None, 1, False)
@@ -98,3 +100,21 @@ def test_compiling_note_becomes_the_progress_state() -> None:
         "# compiling… decode b1 in512 out128 (torch.compile, once per shape)"
     ) == ("compiling… decode b1 in512 out128")
     assert view.state_of_note("# something else") is None
+
+
+def test_new_prompt_shapes_reuse_the_prefill_compilation() -> None:
+    """Prefill functions turn dynamic at their second shape, so a third prompt length
+    compiles only the decode step's functions (static, one per shape); every shape still
+    gives the eager logits."""
+    from torch._dynamo.utils import counters
+
+    fused = Fused(True)
+    graphs = []
+    for batch, input_len in ((3, 12), (2, 20), (4, 9)):
+        before = counters["stats"]["unique_graphs"]
+        got = logits("tiny", torch.float32, fused, "bmm", batch, input_len)
+        graphs.append(counters["stats"]["unique_graphs"] - before)
+        want = logits("tiny", torch.float32, None, "bmm", batch, input_len)
+        for a, b in zip(got, want, strict=True):
+            torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
+    assert graphs[2] == 2, graphs  # attn_block_decode and mlp_block at the new batch
