@@ -60,6 +60,7 @@ class Runner(Prefill, Decode, RowBuilder):
         self.graph = bool(cfg.graph) and self.cuda
         self.fused = self._fused()
         self.compiled_shapes: set[tuple[Any, ...]] = set()
+        self.said_compile_error = False
         self.capture_s = 0.0
         self.backend = "torch-nccl" if self.cuda else "torch-gloo"
         self._init_dist()
@@ -110,7 +111,15 @@ class Runner(Prefill, Decode, RowBuilder):
         self.ctx.note(f"# compiling… {label} (torch.compile, once per shape)")
 
     def _compile_s(self) -> float:
-        return self.fused.compile_s if self.fused is not None else 0.0
+        """Seconds spent compiling so far; says once when compiling failed and the run
+        went on eagerly (compile=auto)."""
+        fused = self.fused
+        if fused is None:
+            return 0.0
+        if fused.error and not self.said_compile_error:
+            self.said_compile_error = True
+            self.ctx.note(f"# torch.compile failed, running eagerly: {fused.error}")
+        return float(fused.compile_s)
 
     # -- memory ------------------------------------------------------------------------
     def _check_memory(self) -> None:
