@@ -184,11 +184,13 @@ def _calibration(
         return rows + [r for r in more if r.get("kind") == "tokens"], (
             f"calibrated on a short run made now: {p.describe(shape)} ({took:.0f} s)"
         )
-    return rows, (
-        f"no gpulane tokens rows of {shape.name}: compute from {have}. To calibrate on "
-        f"{p.describe(shape)} (seconds to a minute each): "
-        + "; ".join(p.commands())
-        + ", then give their run directories with run=, or add measure=true"
+    return rows, "\n  ".join(
+        [
+            f"no gpulane tokens rows of {shape.name}: compute from {have}. To calibrate on "
+            f"{p.describe(shape)} (seconds to a minute each):",
+            *p.commands(),
+            "then give their run directories with run=, or add measure=true",
+        ]
     )
 
 
@@ -212,7 +214,8 @@ def print_tables(info: dict[str, Any], advice: Advice) -> None:
     )
     console.print(f"# topology: {info['topology']}")
     if info.get("calibration"):
-        console.print(f"# calibration: {info['calibration']}", markup=False)
+        for i, line in enumerate(str(info["calibration"]).split("\n")):
+            console.print(f"# {'calibration: ' if i == 0 else ''}{line}", markup=False)
     for c in info["compute"]:
         console.print(
             f"# compute: {c} (HBM {gpu['hbm_gbps']:.0f} GB/s, {gpu['tflops']:.0f} TFLOP/s, "
