@@ -26,7 +26,8 @@
 # prefill (~3 min): 8k-token prefill of 8B, TP=1 (profile_decode.py --prefill 8192,
 #    eager and compiled) and TP=2 (gpulane tokens), against the FLOP roofline at the
 #    measured bf16 matrix rate (+ collectives); target 1.3.
-# fast: decode, decode-70b and prefill in one go (~9 min, one device call).
+# fast: decode, decode-70b and prefill in one go (~10 min: near a device call's limit;
+#    decode + prefill in one call and decode-70b in another is safer).
 # advise-nvlink, advise-pcie-host, advise-socket (~3-4 min each; advise: all three):
 #    the held-out validation of benchmarks/advise/heldout.py. nvlink also runs the
 #    calibration (llama3-8b TP=1 on one GPU and TP=2 with compute-only times, batch 1,16,
@@ -142,7 +143,7 @@ if want decode-70b; then
   echo "== decode step before/after: llama3-70b TP=2 (does not fit one H200: no TP=1)"
   rates
   before_after 70b model=llama3-70b tp=2 pp=1 batch=1,16 input_len=512 output_len=32 \
-    warmup=1 iters=1
+    warmup=1 iters=1 comm_off=false
   graph_sweep
   ratios
 fi
@@ -150,7 +151,7 @@ if want prefill; then
   echo "== prefill of 8k tokens before/after: llama3-8b TP=1 (one process) and TP=2"
   rates
   CUDA_VISIBLE_DEVICES=0 "$PY" "$HERE/profile_decode.py" --model llama3-8b --batch 1 \
-    --input-len 512 --steps 20 --variants eager:bmm,compiled:bmm --prefill 8192 \
+    --input-len 512 --steps 50 --variants eager:bmm,compiled:bmm --prefill 8192 \
     --out "$OUT/profile-prefill" > "$OUT/profile-prefill.log" 2>&1
   grep '^{"input_len"' "$OUT/profile-prefill.log" || tail -20 "$OUT/profile-prefill.log"
   before_after prefill-tp2 model=llama3-8b tp=2 pp=1 batch=1 input_len=8192 output_len=4 \
