@@ -28,7 +28,8 @@
 #    measured bf16 matrix rate (+ collectives); target 1.3.
 # fast: decode, decode-70b and prefill in one go (~10 min: near a device call's limit;
 #    decode + prefill in one call and decode-70b in another is safer).
-# advise-nvlink, advise-pcie-host, advise-socket (~3-4 min each; advise: all three):
+# advise-nvlink (~6 min), advise-pcie-host, advise-socket (~5 min each; one call each;
+#    advise: all three, ~16 min, more than one call allows):
 #    the held-out validation of benchmarks/advise/heldout.py. nvlink also runs the
 #    calibration (llama3-8b TP=1 on one GPU and TP=2 with compute-only times, batch 1,16,
 #    input 512, output 16); each build: its CUDA-graph all_reduce/all_gather/sendrecv
