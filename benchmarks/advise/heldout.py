@@ -2,11 +2,12 @@
 predicting llama3-70b and mixtral-8x7b (layers cut to what the runs used), TP=2 and PP=2,
 on each build's measured collective curves, against `gpulane tokens` rows of those runs.
 
-usage: python benchmarks/advise/heldout.py DIR [--md FILE] [--rows FILE]
+usage: python benchmarks/advise/heldout.py DIR [DIR ...] [--md FILE] [--rows FILE]
            [--calibration-model llama3-8b] [--builds nvlink,pcie-host,socket]
            [--topology FILE] [--hbm-gbps 4000 --tflops 700]
 
-DIR is what `benchmarks/inference/run_gpu.sh OUT advise` left under OUT/advise:
+DIR is what `benchmarks/inference/run_gpu.sh OUT advise-BUILD` left under OUT/advise
+(several: the calls of the three builds, read together):
 ``calib/`` (llama3-8b at TP=1 and TP=2 with compute-only times), ``coll/`` (each build's
 CUDA-graph all_reduce, all_gather and sendrecv sweeps) and ``runs/`` (the held-out
 models at TP=2 and PP=2 on each build, batch 1 and 16). Nothing of the held-out models'
@@ -77,11 +78,14 @@ def request_ms(ttft_ms: float, itl_ms: float, output_len: int) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("dir", type=Path)
+    ap.add_argument("dirs", type=Path, nargs="+")
     ap.add_argument("--md", type=Path, default=None)
     ap.add_argument("--rows", type=Path, default=None)
     ap.add_argument("--calibration-model", default="llama3-8b")
     ap.add_argument("--builds", default="nvlink,pcie-host,socket")
+    ap.add_argument("--held-out", default=None, metavar="MODELS",
+                    help="models to predict (default: every model of runs/ but the "
+                         "calibration model)")  # fmt: skip
     ap.add_argument("--topology", type=Path, default=TOPOLOGY)
     ap.add_argument("--hbm-gbps", type=float, default=4000.0)
     ap.add_argument("--tflops", type=float, default=700.0)
@@ -89,20 +93,28 @@ def main(argv: list[str] | None = None) -> int:
 
     gpu = GpuSpec("H200", args.hbm_gbps, args.tflops, 140.4)
     topo = Topology.from_json(json.loads(args.topology.read_text()))
-    calib = [r for r in rows_under(args.dir / "calib") if r.get("model") == args.calibration_model]
-    coll = [r for r in rows_under(args.dir / "coll") if r.get("kind") == "collective"]
-    runs = [r for r in rows_under(args.dir / "runs") if r.get("kind") == "tokens"]
+
+    def under(sub: str) -> list[dict[str, Any]]:
+        return [r for d in args.dirs for r in rows_under(d / sub)]
+
+    calib = [r for r in under("calib") if r.get("model") == args.calibration_model]
+    coll = [r for r in under("coll") if r.get("kind") == "collective"]
+    runs = [r for r in under("runs") if r.get("kind") == "tokens"]
     if not calib or not runs:
-        print(f"no calibration rows of {args.calibration_model} under {args.dir / 'calib'} "
-              f"or no held-out runs under {args.dir / 'runs'}", file=sys.stderr)  # fmt: skip
+        where = ", ".join(str(d) for d in args.dirs)
+        print(f"no calibration rows of {args.calibration_model} (calib/) or no held-out "
+              f"runs (runs/) under {where}", file=sys.stderr)  # fmt: skip
         return 1
     proj = Projection({"nvlink": 0.72, "pcie": 0.8}, {"nvlink": 6.0, "pcie": 10.0})
     # the held-out models as run: their names and layer counts from the rows
+    wanted = args.held_out.split(",") if args.held_out else None
     held: dict[str, ModelShape] = {}
     for r in runs:
         base = packaged_shape(str(r["model"]))
-        if base is not None and r["model"] != args.calibration_model:
-            held[str(r["model"])] = base.with_layers(int(r["layers"]))
+        name = str(r["model"])
+        if base is None or (name not in wanted if wanted else name == args.calibration_model):
+            continue
+        held[name] = base.with_layers(int(r["layers"]))
     lines = [
         "| build | model (layers) | split | batch | prefill tok/s pred | meas | err | "
         "decode tok/s pred | meas | err | collectives |",
@@ -114,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     for build in args.builds.split(","):
         build_rows = [r for r in coll if r.get("build") == build]
         if not build_rows:
-            lines.append(f"| {build} | no collective rows under {args.dir / 'coll'} |" + " |" * 9)
+            lines.append(f"| {build} | no collective rows (coll/) |" + " |" * 9)
             continue
         comms = Comms(MeasuredComm(build_rows, build), proj)
         for name, shape in held.items():

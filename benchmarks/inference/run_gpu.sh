@@ -188,7 +188,9 @@ if want advise-nvlink; then
 fi
 want advise-pcie-host && advise_build pcie-host
 want advise-socket && advise_build socket
-if want advise-nvlink || want advise-pcie-host || want advise-socket; then
+if [ -d "$OUT/advise/calib" ] && [ -d "$OUT/advise/runs" ]; then
+  # one call's builds; the three calls' OUT/advise directories together:
+  # python benchmarks/advise/heldout.py OUT1/advise OUT2/advise OUT3/advise
   "$PY" "$ROOT/benchmarks/advise/heldout.py" "$OUT/advise" --md "$OUT/advise/heldout.md" \
     --rows "$OUT/advise/heldout.jsonl"
 fi

@@ -63,3 +63,24 @@ def test_ratio_of_the_committed_tp2_step_with_measured_collectives(tmp_path: Pat
     assert 0.3 < dec["collectives_ms"] < 0.6
     assert dec["measured_ms"] == 4.533 and dec["met"] is False  # the eager step, before
     assert dec["ratio"] == round(4.533 / (dec["roofline_ms"] + dec["collectives_ms"]), 3)
+
+
+def test_heldout_table_on_the_committed_8b_rows(tmp_path: Path) -> None:
+    """heldout.py end to end on real rows: the 8B calibration runs, the NVLink sweep
+    fixture and the 8B TP=2 / PP=2 runs on NVLink, predicting 8B itself (the held-out
+    models need the GPU run): the figures of benchmarks/advise/README.md, all within 15 %,
+    and TP=2 recommended and measured best at batch 1 and 16."""
+    (tmp_path / "calib").mkdir()
+    shutil.copytree(H200 / "tp1", tmp_path / "calib" / "tp1")
+    shutil.copytree(H200 / "builds" / "20261122-032835-nvlink-2755", tmp_path / "calib" / "tp2")
+    (tmp_path / "coll" / "run").mkdir(parents=True)
+    shutil.copy(ROOT / "tests/fixtures/advise/nvlink-rows.jsonl", tmp_path / "coll/run/rows.jsonl")
+    shutil.copytree(H200 / "builds", tmp_path / "runs")
+    done = _run(str(ROOT / "benchmarks/advise/heldout.py"), str(tmp_path), "--builds", "nvlink",
+                "--held-out", "llama3-8b", "--md", str(tmp_path / "t.md"))  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    text = (tmp_path / "t.md").read_text()
+    # the same figures as predict_vs_measured.py gives (benchmarks/advise/README.md)
+    assert "| nvlink | llama3-8b (32) | TP=2 | 1 | 60641 | 58113 | +4% | 232 | 221 | +5% |" in text
+    assert "# within 15%: 8 of 8 figures; recommendation right in 4 of 4 cases" in text
+    assert text.count("| TP=2 | TP=2 | yes |") == 4
