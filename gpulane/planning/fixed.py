@@ -41,28 +41,42 @@ DECODE_KERNELS: dict[tuple[bool, bool], int] = {
 GB = 1e9
 
 
-def layer_units(
-    shape: ModelShape, layer: int, op: str, tp: int, tokens: int, compiled: bool, dbytes: int = 2
+# The bytes a kernel streams at HBM speed in the time its launch and tail take (about 3 us
+# at 4 TB/s): a decode step's elementwise traffic, in kernels' worth
+LATENCY_BYTES = 12e6
+
+
+def elementwise_bytes(
+    shape: ModelShape, layer: int, tp: int, tokens: int, compiled: bool, dbytes: int = 2
 ) -> float:
-    """Fixed-work units of one layer on one TP rank: kernels (decode) or GB of elementwise
-    traffic (prefill, ``tokens`` tokens)."""
+    """Bytes the passes between a layer's matrix products write and read back on a rank:
+    2 norms and 2 residual sums (hidden-wide, on every rank), rotary over q and k and the
+    cache write (this rank's heads), the attention output, gate/up and their product; for
+    experts the router logits and each token's hidden state gathered to its top-k experts,
+    their outputs weighted and scattered back."""
     moe = shape.is_moe_layer(layer)
-    if op == "decode":
-        return float(DECODE_KERNELS[(moe, compiled)])
     s = rank_slices(shape, tp)
     h = shape.hidden_size
     # one token's MLP width on the rank (experts: its top-k and the shared ones)
     width = shape.top_k * s.moe_intermediate + s.shared_intermediate if moe else s.intermediate
-    # elements per token written and read back by the passes between the products:
-    # 2 norms and 2 residual sums (hidden-wide, on every rank), rotary over q and k and the
-    # cache write (this rank's heads), the attention output, gate/up and their product
     per_token = 6 * h + s.qkv_out + s.q_size + 3 * width
     if moe:
-        # router logits; each token's hidden state gathered to its top-k experts, their
-        # outputs weighted and scattered back
         per_token += shape.num_experts + 4 * shape.top_k * h
     passes = 2 if compiled else 3  # eager: unfused chains read some tensors again
-    return tokens * per_token * dbytes * passes / GB
+    return float(tokens * per_token * dbytes * passes)
+
+
+def layer_units(
+    shape: ModelShape, layer: int, op: str, tp: int, tokens: int, compiled: bool, dbytes: int = 2
+) -> float:
+    """Fixed-work units of one layer on one TP rank: in a decode step, kernels (plus the
+    elementwise traffic in kernels' worth, :data:`LATENCY_BYTES` each: a few percent at
+    batch 16); in a prefill (``tokens`` tokens), GB of elementwise traffic."""
+    traffic = elementwise_bytes(shape, layer, tp, tokens, compiled, dbytes)
+    if op == "decode":
+        kernels = DECODE_KERNELS[(shape.is_moe_layer(layer), compiled)]
+        return kernels + traffic / LATENCY_BYTES
+    return traffic / GB
 
 
 def stage_units(

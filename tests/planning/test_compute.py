@@ -9,6 +9,7 @@ import pytest
 
 from gpulane.errors import InputError
 from gpulane.planning.compute import Compute, calibrate, gpu_spec
+from gpulane.planning.fixed import stage_units
 from tests.planning.common import H200, model
 
 
@@ -37,11 +38,12 @@ def test_roofline_decode_of_70b_by_hand() -> None:
     assert scaled == pytest.approx(1.5 * got)
     # a fixed time per kernel (20 in an eager dense layer, 10 us a layer here): a stage of
     # half the layers pays half of it
+    # (plus the elementwise traffic in kernels' worth: 0.3 % more here)
     fixed = Compute(H200, decode_unit_ms=0.01 / 20)
-    assert fixed.decode_ms(shape, 2, 1, 0, 1, 2304, 2) == pytest.approx(got + 0.8)
+    assert fixed.decode_ms(shape, 2, 1, 0, 1, 2304, 2) == pytest.approx(got + 0.8, rel=5e-3)
     assert fixed.decode_ms(shape, 2, 2, 1, 1, 2304, 2) - Compute(H200).decode_ms(
         shape, 2, 2, 1, 1, 2304, 2
-    ) == pytest.approx(0.4)
+    ) == pytest.approx(0.4, rel=5e-3)
 
 
 def test_gpu_spec_lookup_and_overrides() -> None:
@@ -75,15 +77,18 @@ def test_calibration_on_a_tokens_run() -> None:
 def test_calibration_across_tp_degrees_finds_the_part_that_does_not_split() -> None:
     shape = model("llama3-8b")
     base = Compute(H200)
-    a, b_ms = 1.15, 0.040  # 15 % above the roofline, plus 40 us per layer
+    a, b_ms = 1.15, 0.040  # 15 % above the roofline, plus 40 us per layer (2 us a kernel)
     rows: list[dict[str, Any]] = []
     for tp in (1, 2):
         roof = base.decode_ms(shape, tp, 1, 0, 1, 1088, 2)
+        # the fixed units: 20 kernels a layer and the traffic in kernels' worth (0.2 %)
+        units = stage_units(shape, tp, 1, 0, "decode", 1, False)
+        assert units == pytest.approx(32 * 20, rel=0.005)
+        ms = a * roof + units * b_ms / 20
         rows.append(
             {"kind": "tokens", "op": "decode", "model": "llama3-8b", "tp": tp, "pp": 1,
              "batch": 1, "input_len": 1024, "output_len": 64, "layers": 32, "run_id": f"t{tp}",
-             "time_us": 1e3 * (a * roof + 32 * b_ms),
-             "extra": {"compute_only_ms": None if tp == 1 else a * roof + 32 * b_ms}}
+             "time_us": 1e3 * ms, "extra": {"compute_only_ms": None if tp == 1 else ms}}
         )  # fmt: skip
     c = calibrate(base, shape, rows, 1, 1024, 2)
     assert c.decode_scale == pytest.approx(a) and c.decode_unit_ms == pytest.approx(b_ms / 20)
@@ -94,7 +99,8 @@ def test_calibration_across_tp_degrees_finds_the_part_that_does_not_split() -> N
     assert full - half == pytest.approx(
         a
         * (base.decode_ms(shape, 1, 1, 0, 1, 1088, 2) - base.decode_ms(shape, 1, 2, 0, 1, 1088, 2))
-        + 16 * b_ms
+        + 16 * b_ms,
+        rel=0.005,
     )
     # one TP degree only: the plain factor, no fixed term
     one = calibrate(base, shape, rows[1:], 1, 1024, 2)
@@ -152,8 +158,11 @@ def test_fit_on_one_model_carries_over_to_wider_and_mixture_of_experts_layers() 
             shape, 2, 1, 0, 1, 1024, 2
         )
 
-    assert fixed("llama3-70b", "decode") == pytest.approx(fixed("llama3-8b", "decode"))
-    assert fixed("mixtral-8x7b", "decode") == pytest.approx(43 / 20 * fixed("llama3-8b", "decode"))
+    assert fixed("llama3-70b", "decode") == pytest.approx(fixed("llama3-8b", "decode"), rel=0.01)
+    assert fixed("llama3-70b", "decode") > fixed("llama3-8b", "decode")  # wider: more traffic
+    assert fixed("mixtral-8x7b", "decode") == pytest.approx(
+        43 / 20 * fixed("llama3-8b", "decode"), rel=0.01
+    )
     assert fixed("llama3-70b", "prefill") > 1.7 * fixed("llama3-8b", "prefill")
     assert fixed("mixtral-8x7b", "prefill") > fixed("llama3-8b", "prefill")
 
