@@ -7,8 +7,9 @@ from pathlib import Path
 
 import torch
 
+from gpulane.inference.attention import decode_attention
 from gpulane.inference.kernels import ATTENTION_BACKENDS, attention_kernels
-from gpulane.inference.model import _rope, decode_attention, rope_tables
+from gpulane.inference.model import _rope, rope_tables
 from tests.helpers import gpulane
 
 
