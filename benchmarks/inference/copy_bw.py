@@ -1,5 +1,6 @@
 """Device copy bandwidth with torch on GPU 0 (bytes read + written per second), for the
-HBM roofline of `run_gpu.sh`. Prints one JSON object."""
+HBM roofline of `run_gpu.sh`, and the dense bf16 matrix rate (an 8192^3 product, random
+data), for the FLOP roofline of a prefill. Prints one JSON object."""
 
 from __future__ import annotations
 
@@ -34,8 +35,30 @@ def measure(device: str | torch.device = "cuda", iters: int = 20) -> dict[str, o
     }
 
 
+def matmul_tflops(device: str | torch.device = "cuda", n: int = 8192, iters: int = 10) -> float:
+    """Median bf16 TFLOP/s of an n x n x n product on random data (after 3 warm-ups)."""
+    a = torch.randn(n, n, device=device, dtype=torch.bfloat16)
+    b = torch.randn(n, n, device=device, dtype=torch.bfloat16)
+    for _ in range(3):
+        a @ b
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(iters):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        a @ b
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end) / 1e3)
+    del a, b
+    torch.cuda.empty_cache()
+    return 2 * n**3 / sorted(times)[len(times) // 2] / 1e12
+
+
 def main() -> None:
-    print(json.dumps(measure()))
+    out = measure()
+    out["matmul_bf16_tflops_median"] = matmul_tflops()
+    print(json.dumps(out))
 
 
 if __name__ == "__main__":

@@ -82,6 +82,8 @@ class TokensConfig(CommonConfig):
     graph: bool = True
     prefill_graph: bool = True
     decode_attention: str = "bmm"
+    compile: Any = "auto"  # auto (on GPUs), true or false: gpulane.inference.fused
+    compile_mode: str = "default"
     comm_off: bool = True
     device: str = "auto"
     warmup: int = 1

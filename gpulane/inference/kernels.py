@@ -9,11 +9,22 @@ from typing import Any
 # kernels of gpulane's own; any: torch's own choice)
 ATTENTION_BACKENDS: dict[str, list[str] | None] = {
     "bmm": [],
+    "triton": [],  # gpulane.inference.triton_attention: split-K flash decoding, GPUs
     "efficient": ["EFFICIENT_ATTENTION", "MATH"],
     "cudnn": ["CUDNN_ATTENTION", "MATH"],
     "math": ["MATH"],
     "any": None,
 }
+
+
+# torch.compile modes that leave CUDA graphs to gpulane's own capture (gpulane.inference.fused)
+COMPILE_MODES = ("default", "max-autotune-no-cudagraphs")
+
+
+def triton_attention_fits(head_dim: int) -> bool:
+    """Whether decode_attention=triton takes this head dimension (a power of two >= 16:
+    tl.arange and tl.dot want it)."""
+    return head_dim >= 16 and head_dim & (head_dim - 1) == 0
 
 
 def attention_kernels(name: str) -> Any:

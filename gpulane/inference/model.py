@@ -27,7 +27,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from gpulane.inference.kernels import attention_kernels
+from gpulane.inference.attention import decode_attention, prefill_attention
+from gpulane.inference.fused import Fused
 from gpulane.inference.shapes import ModelShape
 from gpulane.inference.sharding import RankSlices
 
@@ -116,6 +117,9 @@ class StepInput:
     # layers: a bool mask would be turned into this in every layer)
     mask: torch.Tensor | None = None
     attention: str = "any"  # decode attention kernels (decode_attention)
+    # decode: live positions per sequence, [rows] (decode_attention=triton reads only those;
+    # None: counted from the mask)
+    lengths: torch.Tensor | None = None
 
 
 class Layer:
@@ -126,9 +130,11 @@ class Layer:
         index: int,
         init: Init,
         comm: Comm,
+        fused: Fused | None = None,
     ) -> None:
         h, d = shape.hidden_size, shape.head_dim
         self.shape, self.s, self.comm, self.index = shape, s, comm, index
+        self.fused = fused  # the compiled path (gpulane.inference.fused); None: eager
         p = f"layers.{index}."
         ones = torch.ones(h, device=init.device, dtype=init.dtype)
         self.norm1 = ones.clone()
@@ -205,6 +211,8 @@ class Layer:
         cos: torch.Tensor,
         sin: torch.Tensor,
     ) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.fused is not None:
+            return self.forward_fused(self.fused, x, residual, step, cos, sin)
         residual = x if residual is None else x + residual
         x = F.rms_norm(residual, (residual.shape[-1],), self.norm1, RMS_EPS)
         x = self.comm.all_reduce(F.linear(self.attention(x, step, cos, sin), self.w_o))
@@ -231,17 +239,61 @@ class Layer:
         group = s.heads // s.kv_heads
         if step.pos is None:  # prefill: the prompt attends to itself, causally
             cache[:, :, :, : step.seq_len] = kv
-            k, v = kv[0], kv[1]
-            if group > 1:
-                k = k.repeat_interleave(group, dim=1)
-                v = v.repeat_interleave(group, dim=1)
-            out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-            return out.transpose(1, 2).reshape(n_seq * step.seq_len, s.q_size)
+            return prefill_attention(q, kv[0], kv[1])
         # decode: write this position, then each KV group's query heads over the cache
         cache.index_copy_(3, step.pos, kv)
         q = q.reshape(n_seq, s.kv_heads, group, s.head_dim)
-        out = decode_attention(q, cache[0], cache[1], step.mask, step.attention)
+        out = decode_attention(q, cache[0], cache[1], step.mask, step.attention, step.lengths)
         return out.reshape(n_seq, s.q_size)
+
+    def forward_fused(
+        self,
+        f: Fused,
+        x: torch.Tensor,
+        residual: torch.Tensor | None,
+        step: StepInput,
+        cos: torch.Tensor,
+        sin: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """:meth:`forward` through the fused functions (:mod:`gpulane.inference.fused`):
+        the same arithmetic in fewer kernels; the collectives stay between them."""
+        s = self.s
+        assert self.kv_cache is not None
+        if residual is None:  # x + 0 is x: one compiled variant for every layer
+            residual = torch.zeros_like(x)
+        cache = self.kv_cache[:, step.rows]
+        norm, heads, kvh = self.norm1, s.heads, s.kv_heads
+        if step.pos is None:
+            residual, q, kv = f(
+                "attn_in_prefill", x, residual, norm, self.w_qkv, self.b_qkv, cos, sin,
+                heads, kvh, step.seq_len, RMS_EPS,
+            )  # fmt: skip
+            cache[:, :, :, : step.seq_len] = kv
+            attn = F.linear(prefill_attention(q, kv[0], kv[1]), self.w_o)
+        elif step.attention == "bmm":
+            attn, residual = f(
+                "attn_block_decode", x, residual, norm, self.w_qkv, self.b_qkv, cos, sin,
+                cache, step.pos, step.mask, self.w_o, heads, kvh, RMS_EPS,
+            )  # fmt: skip
+        else:  # decode attention outside the compiled functions (SDPA kernels)
+            residual, q = f(
+                "attn_in_decode", x, residual, norm, self.w_qkv, self.b_qkv, cos, sin,
+                cache, step.pos, heads, kvh, RMS_EPS,
+            )  # fmt: skip
+            n = q.shape[0]
+            q = q.reshape(n, kvh, heads // kvh, s.head_dim)
+            out = decode_attention(q, cache[0], cache[1], step.mask, step.attention, step.lengths)
+            attn = F.linear(out.reshape(n, s.q_size), self.w_o)
+        x = self.comm.all_reduce(attn)
+        tail = "_prefill" if step.pos is None else ""
+        if self.moe:
+            h, residual = f("add_norm" + tail, x, residual, self.norm2, RMS_EPS)
+            y = self.experts(h)
+        else:
+            y, residual = f(
+                "mlp_block" + tail, x, residual, self.norm2, self.w_gate_up, self.w_down, RMS_EPS
+            )
+        return self.comm.all_reduce(y), residual
 
     def experts(self, x: torch.Tensor) -> torch.Tensor:
         shape = self.shape
@@ -316,31 +368,6 @@ def _rope(
     return torch.addcmul(scaled, rolled, sin[None, :, None, :], out=out)
 
 
-def decode_attention(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, kernels: str
-) -> torch.Tensor:
-    """q [n, kv_heads, group, d] over the cache k, v [n, kv_heads, cache_len, d] with the
-    additive mask [n, 1, 1, cache_len].
-
-    ``bmm``: three kernels (scores with the mask added, softmax, weighted sum); a decode
-    step has a few query rows per KV head, where one fused attention kernel runs on only
-    kv_heads blocks and takes longer than the three. Otherwise scaled_dot_product_attention
-    restricted to the named kernels (:mod:`gpulane.inference.kernels`)."""
-    if kernels == "bmm":
-        n, kvh, g, d = q.shape
-        bias = mask if mask is not None else torch.zeros((), dtype=q.dtype, device=q.device)
-        scores = torch.baddbmm(
-            bias.expand(n, kvh, g, k.shape[2]).reshape(n * kvh, g, k.shape[2]),
-            q.reshape(n * kvh, g, d),
-            k.reshape(n * kvh, -1, d).transpose(1, 2),
-            alpha=1.0 / math.sqrt(d),
-        )
-        probs = torch.softmax(scores, dim=-1)
-        return torch.bmm(probs, v.reshape(n * kvh, -1, d)).view(n, kvh, g, d)
-    with attention_kernels(kernels):
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-
-
 def rope_tables(
     theta: float, head_dim: int, positions: int, device: torch.device, dtype: torch.dtype
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -366,6 +393,7 @@ class Stage:
         comm: Comm,
         init: Init,
         max_positions: int,
+        fused: Fused | None = None,
     ) -> None:
         self.shape, self.s, self.comm = shape, s, comm
         self.first, self.last = first, last
@@ -377,7 +405,7 @@ class Stage:
             table = _vocab_rows(init.full("embed", shape.vocab_size, h), s)
         if first:
             self.embed = table
-        self.layers = [Layer(shape, s, i, init, comm) for i in layers]
+        self.layers = [Layer(shape, s, i, init, comm, fused) for i in layers]
         self.final_norm = torch.ones(h, device=init.device, dtype=init.dtype)
         if last:
             if shape.tie_embeddings:

@@ -5,12 +5,13 @@ GPU against what the GPU has (refusing with the largest batch or layer count tha
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from gpulane.config.commands import TokensConfig
 from gpulane.errors import InputError, MissingComponent
 from gpulane.inference.batching import configs
-from gpulane.inference.kernels import ATTENTION_BACKENDS
+from gpulane.inference.kernels import ATTENTION_BACKENDS, COMPILE_MODES, triton_attention_fits
 from gpulane.inference.memory import OVERHEAD_BYTES, GiB, cache_len, check_fits
 from gpulane.inference.shapes import ModelShape, dtype_bytes, shape_from_config
 from gpulane.inference.sharding import check_parallel
@@ -34,6 +35,14 @@ def _int(value: Any, what: str) -> int:
     return n
 
 
+def compile_choice(value: Any) -> bool | None:
+    """compile= as True, False or None (auto: on GPUs, falling back to eager on failure)."""
+    text = str(value).strip().lower()
+    if text not in ("auto", "true", "false"):
+        raise InputError(f"compile: expected auto, true or false, got {value!r}")
+    return None if text == "auto" else text == "true"
+
+
 def resolve(cfg: TokensConfig, gpus: int) -> tuple[ModelShape, int, int, int, str]:
     """(shape as run, full layer count, tp, pp, device) from the configuration and the
     number of GPUs this host has."""
@@ -47,6 +56,11 @@ def resolve(cfg: TokensConfig, gpus: int) -> tuple[ModelShape, int, int, int, st
     if kernels not in ATTENTION_BACKENDS:
         raise InputError(
             f"decode_attention: expected one of {', '.join(ATTENTION_BACKENDS)}, got {kernels!r}"
+        )
+    compile_choice(cfg.compile)
+    if str(cfg.compile_mode) not in COMPILE_MODES:
+        raise InputError(
+            f"compile_mode: expected one of {', '.join(COMPILE_MODES)}, got {cfg.compile_mode!r}"
         )
     device = str(cfg.device).lower()
     if device not in ("auto", "cuda", "cpu"):
@@ -66,6 +80,17 @@ def resolve(cfg: TokensConfig, gpus: int) -> tuple[ModelShape, int, int, int, st
             )
     check_parallel(shape, tp, pp)
     dtype_bytes(str(cfg.dtype))
+    if kernels == "triton":
+        if device != "cuda" and not os.environ.get("TRITON_INTERPRET"):
+            raise InputError(
+                "decode_attention=triton needs a GPU (or TRITON_INTERPRET=1, triton's slow "
+                "interpreter); use decode_attention=bmm on CPUs"
+            )
+        if not triton_attention_fits(shape.head_dim):
+            raise InputError(
+                f"decode_attention=triton needs a power-of-two head_dim >= 16; {shape.name} has "
+                f"{shape.head_dim}: use decode_attention=bmm"
+            )
     return shape, full.num_layers, tp, pp, device
 
 

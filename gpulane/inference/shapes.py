@@ -204,6 +204,20 @@ def shape_from_config(model: Mapping[str, Any]) -> ModelShape:
         raise InputError(f"model {merged['name']}: {err}") from err
 
 
+def packaged_shape(name: str) -> ModelShape | None:
+    """The shape of a model config that ships with gpulane (gpulane/conf/model/NAME.yaml),
+    or None (an hf model, a name of the user's own)."""
+    import yaml
+
+    path = Path(__file__).resolve().parents[1] / "conf" / "model" / f"{name}.yaml"
+    if not path.is_file() or "/" in name:
+        return None
+    try:
+        return shape_from_config(yaml.safe_load(path.read_text(encoding="utf-8")))
+    except InputError:
+        return None
+
+
 def dtype_bytes(dtype: str) -> int:
     try:
         return DTYPE_BYTES[str(dtype).lower()]

@@ -107,6 +107,11 @@ class TokensView:
     def current(self) -> str:
         return "decode"
 
+    def state_of_note(self, note: str) -> str | None:
+        """A rank's "# compiling… WHAT" note, as the progress line's state."""
+        text = note.removeprefix("# ")
+        return text.split(" (")[0] if text.startswith("compiling") else None
+
     def summary(self, rows: list[dict[str, Any]]) -> list[Any]:
         ok = [r for r in rows if r.get("kind") == "tokens" and r.get("status") == "ok"]
         if not ok:

@@ -63,6 +63,42 @@ class _Group:
     label: str
     curve: Curve
     paths: frozenset[str]
+    transports: frozenset[str] = frozenset()  # what NCCL said it used (rows' transport)
+    # (where NCCL's switches in the rows' env force the bytes, which switches)
+    env_hints: frozenset[tuple[str, str]] = frozenset()
+
+
+def row_transport(row: Mapping[str, Any]) -> str | None:
+    """The transport NCCL used for a row: its ``transport`` field, else ``extra.nccl``'s
+    (a text, or a mapping with a ``transport`` key); None where nothing says."""
+    value = row.get("transport")
+    if not value:
+        extra = row.get("extra") if isinstance(row.get("extra"), Mapping) else {}
+        assert isinstance(extra, Mapping)
+        nccl = extra.get("nccl")
+        value = nccl.get("transport") if isinstance(nccl, Mapping) else nccl
+    if isinstance(value, (list, tuple)):
+        value = ", ".join(str(v) for v in value)
+    return str(value) if value else None
+
+
+# NCCL's own switches in a row's env, and where they send the bytes (gpulane's presets)
+_ENV_TRANSPORTS = (
+    (("NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE"), "NCCL sockets"),
+    (("NCCL_P2P_DISABLE",), "host memory (NCCL SHM)"),
+)
+
+
+def env_transport(row: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(where NCCL's switches in the row's env force the bytes, which switches), e.g.
+    NCCL_P2P_DISABLE=1: through host memory; None when they force nothing."""
+    env = row.get("env") if isinstance(row.get("env"), Mapping) else {}
+    assert isinstance(env, Mapping)
+    on = {k for k, v in env.items() if str(v).strip() not in ("", "0")}
+    for keys, where in _ENV_TRANSPORTS:
+        if set(keys) <= on:
+            return where, f"{', '.join(f'{k}=1' for k in keys)} in the rows' env"
+    return None
 
 
 class MeasuredComm:
@@ -115,7 +151,12 @@ class MeasuredComm:
                     if r.get("path") and r.get("op") == name and r.get("world_size") == n
                 )
                 label = f"{key[0]}{' graph' if key[1] else ''} {curve.dtype or ''}".strip()
-                self.groups.setdefault((name, n), []).append(_Group(label, curve, paths))
+                mine = [r for r in group_rows if r.get("op") == name and r.get("world_size") == n]
+                transports = frozenset(t for r in mine if (t := row_transport(r)))
+                hints = frozenset(h for r in mine if (h := env_transport(r)))
+                self.groups.setdefault((name, n), []).append(
+                    _Group(label, curve, paths, transports, hints)
+                )
 
     def peak_busbw(self, op: str, n: int) -> float | None:
         """The largest bus bandwidth measured for ``op`` over ``n`` ranks (GB/s)."""
@@ -125,6 +166,21 @@ class MeasuredComm:
                 bw = size / (t * 1e3) * busbw_factor(op, n)
                 best = bw if best is None or bw > best else best
         return best
+
+    def transport(self, op: str, n: int) -> tuple[str, str] | None:
+        """(what NCCL used for ``op`` over ``n`` ranks, where that is known from): the
+        rows' transport field, else their NCCL switches; None when neither says."""
+        groups = self.groups.get((op, n), [])
+        said = sorted(frozenset().union(*(g.transports for g in groups)))
+        if said:
+            return " / ".join(said), "transport NCCL reported"
+        hints: set[tuple[str, str]] = set().union(*(g.env_hints for g in groups))
+        if hints:
+            return (
+                " / ".join(sorted({w for w, _ in hints})),
+                "; ".join(sorted({why for _, why in hints})),
+            )
+        return None
 
     def has(self, op: str, n: int) -> bool:
         return bool(self.groups.get((op, n)))
@@ -195,6 +251,17 @@ class Comms:
                 if got is not None:
                     return got
         return self.projection.time(op, n, size, label, gbps)
+
+    def transport(self, op: str, n: int, label: str | None) -> tuple[str, str] | None:
+        """What NCCL used for ``op`` over ``n`` ranks on this build, where the measured
+        rows say (their transport field or NCCL switches), for the path ``label``."""
+        m = self.measured
+        if m is None or self.projected_only:
+            return None
+        paths = m.paths(op, n)
+        if label is not None and paths and label not in paths:
+            return None
+        return m.transport(op, n)
 
     def link(self, n: int, label: str | None, gbps: float | None) -> tuple[float | None, str]:
         """The bandwidth the rule of thumb compares with: the build's peak measured

@@ -13,8 +13,9 @@ from typing import Any
 from gpulane.errors import InputError
 from gpulane.inference.memory import cache_len
 from gpulane.inference.roofline import step_cost
-from gpulane.inference.shapes import ModelShape
-from gpulane.inference.sharding import check_parallel, stage_layers
+from gpulane.inference.shapes import ModelShape, packaged_shape, shape_from_config
+from gpulane.inference.sharding import check_parallel
+from gpulane.planning.fixed import DECODE_KERNELS, stage_units
 
 
 @dataclass(frozen=True)
@@ -75,18 +76,23 @@ def gpu_spec(
 @dataclass(frozen=True)
 class Compute:
     """Compute time of one stage on one GPU: a roofline times a calibration factor, plus
-    a fixed time per layer (calibrated across TP degrees; 0 for the plain roofline).
+    a fixed time per unit of work the roofline does not see (:mod:`~gpulane.planning.fixed`:
+    kernels in a decode step, GB of elementwise traffic in a prefill; calibrated across TP
+    degrees, 0 for the plain roofline).
 
     Why the fixed term: at small batches a layer's norms, rotary, cache writes and
     attention are a dozen short kernels whose time does not shrink with TP, so a step
-    that is 70 % weight reads at TP=1 does not halve at TP=2."""
+    that is 70 % weight reads at TP=1 does not halve at TP=2. Counted in kernels (not
+    layers), the time fitted on one model carries over to a model with other layers: the
+    same per dense layer, about twice per mixture-of-experts layer, fewer when compiled."""
 
     gpu: GpuSpec
     decode_scale: float = 1.0
     prefill_scale: float = 1.0
     source: str = "roofline"
-    decode_layer_ms: float = 0.0
-    prefill_layer_ms: float = 0.0
+    decode_unit_ms: float = 0.0  # per kernel of a decode step
+    prefill_unit_ms: float = 0.0  # per GB of a prefill's elementwise traffic
+    compiled: bool = False  # the kernel counts of gpulane tokens compile=true
 
     def decode_ms(
         self, shape: ModelShape, tp: int, pp: int, stage: int, seqs: int, ctx: int, dbytes: int
@@ -95,9 +101,11 @@ class Compute:
         the stage moves (weights, embedding rows, KV cache, activations) or its FLOPs,
         whichever takes longer."""
         cost = step_cost(shape, "decode", seqs, ctx, dbytes, tp, pp, stage)
-        layers = len(stage_layers(shape.num_layers, pp)[stage])
-        t = cost.time_s(self.gpu.hbm_gbps, self.gpu.tflops)
-        return t * 1e3 * self.decode_scale + layers * self.decode_layer_ms
+        t = cost.time_s(self.gpu.hbm_gbps, self.gpu.tflops) * 1e3 * self.decode_scale
+        if self.decode_unit_ms:
+            units = stage_units(shape, tp, pp, stage, "decode", seqs, self.compiled, dbytes)
+            t += units * self.decode_unit_ms
+        return t
 
     def prefill_ms(
         self, shape: ModelShape, tp: int, pp: int, stage: int, seqs: int, input_len: int,
@@ -106,9 +114,12 @@ class Compute:
         """One prefill chunk of ``seqs`` whole sequences: FLOPs of the matmuls and causal
         attention, or the bytes the stage moves, whichever takes longer."""
         cost = step_cost(shape, "prefill", seqs, input_len, dbytes, tp, pp, stage)
-        layers = len(stage_layers(shape.num_layers, pp)[stage])
-        t = cost.time_s(self.gpu.hbm_gbps, self.gpu.tflops)
-        return t * 1e3 * self.prefill_scale + layers * self.prefill_layer_ms
+        t = cost.time_s(self.gpu.hbm_gbps, self.gpu.tflops) * 1e3 * self.prefill_scale
+        if self.prefill_unit_ms:
+            tokens = seqs * input_len
+            units = stage_units(shape, tp, pp, stage, "prefill", tokens, self.compiled, dbytes)
+            t += units * self.prefill_unit_ms
+        return t
 
 
 def _f(value: Any) -> float | None:
@@ -121,6 +132,74 @@ def _f(value: Any) -> float | None:
     return None if math.isnan(out) else out
 
 
+@dataclass(frozen=True)
+class _Point:
+    here: bool  # at the workload's batch and input length
+    factor: float  # measured / roofline
+    where: str
+    tp: int
+    roofline_ms: float
+    measured_ms: float
+    units: float
+
+
+def _row_shape(row: Mapping[str, Any], target: ModelShape) -> ModelShape | None:
+    """The shape a tokens row ran: the target's when it is the same model, else the shape
+    the row carries (extra.shape) or the packaged model config of that name."""
+    name = row.get("model")
+    if name == target.name:
+        return target
+    extra = row.get("extra") if isinstance(row.get("extra"), dict) else {}
+    assert isinstance(extra, dict)
+    if isinstance(extra.get("shape"), dict):
+        try:
+            return shape_from_config({**extra["shape"], "name": name})
+        except InputError:
+            return None
+    return packaged_shape(str(name)) if name else None
+
+
+def _points(
+    compute: Compute, shape: ModelShape, rows: list[Mapping[str, Any]], op: str, batch: int,
+    input_len: int, dbytes: int, compiled: bool,
+) -> list[_Point]:  # fmt: skip
+    base = Compute(compute.gpu)
+    found = []
+    for r in rows:
+        if r.get("op") != op or bool((r.get("extra") or {}).get("compile")) != compiled:
+            continue
+        tp = int(_f(r.get("tp")) or 1)
+        extra = r.get("extra") or {}
+        measured = _f(extra.get("compute_only_ms"))
+        if measured is None and tp == 1:
+            measured = (_f(r.get("time_us")) or 0) / 1e3 or None
+        b, i = _f(r.get("batch")), _f(r.get("input_len"))
+        row_shape = _row_shape(r, shape)
+        if measured is None or b is None or i is None or row_shape is None:
+            continue
+        b_, i_ = int(b), int(i)
+        run_shape = row_shape.with_layers(int(_f(r.get("layers")) or row_shape.num_layers))
+        try:
+            check_parallel(run_shape, tp, 1)
+        except InputError:
+            continue
+        if op == "decode":
+            o = int(_f(r.get("output_len")) or 1)
+            roof = base.decode_ms(run_shape, tp, 1, 0, b_, cache_len(i_, o), dbytes)
+            units = stage_units(run_shape, tp, 1, 0, op, b_, compiled, dbytes)
+        else:
+            k = int(_f(extra.get("prefill_chunks")) or 1)
+            per = -(-b_ // k)
+            roof = k * base.prefill_ms(run_shape, tp, 1, 0, per, i_, dbytes)
+            units = k * stage_units(run_shape, tp, 1, 0, op, per * i_, compiled, dbytes)
+        if roof <= 0:
+            continue
+        where = f"{r.get('model')} {r.get('run_id')} tp={tp} batch {b_} in {i_}: {measured:.2f} ms"
+        here = b_ == batch and i_ == input_len
+        found.append(_Point(here, measured / roof, where, tp, roof, measured, units))
+    return found
+
+
 def calibrate(
     compute: Compute,
     shape: ModelShape,
@@ -129,89 +208,76 @@ def calibrate(
     input_len: int,
     dbytes: int,
 ) -> Compute:
-    """``compute`` fitted to the compute-only times of measured ``gpulane tokens`` runs of
-    this model (pp=1 rows; TP collectives as no-ops, or tp=1).
+    """``compute`` fitted to the compute-only times of measured ``gpulane tokens`` runs
+    (pp=1 rows; TP collectives as no-ops, or tp=1).
 
-    Rows at this batch and input length are used when there are some, else all rows of
-    the model. With rows at one TP degree: the roofline times the median factor. With
-    rows at two or more: time = a x roofline + b x layers, least squares over the TP
-    degrees (a > 0, b >= 0), so that the part that does not split across GPUs is known.
-    Returns ``compute`` unchanged when no row fits."""
-    factors: dict[str, list[tuple[bool, float, str, int, float, float, int]]] = {
-        "decode": [],
-        "prefill": [],
-    }
-    for r in token_rows:
-        if r.get("kind") != "tokens" or (r.get("status") or "ok") != "ok":
-            continue
-        if r.get("model") != shape.name or int(_f(r.get("pp")) or 0) != 1:
-            continue
-        op = r.get("op")
-        if op not in factors:
-            continue
-        tp = int(_f(r.get("tp")) or 1)
-        extra = r.get("extra") if isinstance(r.get("extra"), dict) else {}
-        assert isinstance(extra, dict)
-        measured = _f(extra.get("compute_only_ms"))
-        if measured is None and tp == 1:
-            measured = (_f(r.get("time_us")) or 0) / 1e3 or None
-        b, i = _f(r.get("batch")), _f(r.get("input_len"))
-        if measured is None or b is None or i is None:
-            continue
-        b_, i_ = int(b), int(i)
-        layers = int(_f(r.get("layers")) or shape.num_layers)
-        run_shape = shape.with_layers(layers)
-        try:
-            check_parallel(run_shape, tp, 1)
-        except InputError:
-            continue
-        base = Compute(compute.gpu)
-        if op == "decode":
-            o = int(_f(r.get("output_len")) or 1)
-            roof = base.decode_ms(run_shape, tp, 1, 0, b_, cache_len(i_, o), dbytes)
-        else:
-            k = int(_f(extra.get("prefill_chunks")) or 1)
-            per = -(-b_ // k)
-            roof = k * base.prefill_ms(run_shape, tp, 1, 0, per, i_, dbytes)
-        if roof <= 0:
-            continue
-        where = f"{r.get('run_id')} tp={tp} batch {b_} in {i_}: {measured:.2f} ms"
-        here = b_ == batch and i_ == input_len
-        factors[op].append((here, measured / roof, where, tp, roof, measured, layers))
+    Rows of this model are used when there are some; else rows of other models carry
+    over (each row's roofline and fixed units computed on the shape it ran). Rows at this
+    batch and input length are used when there are some, else all of them; rows of one
+    engine setting (compiled, or not: the one with more rows). With rows at one TP
+    degree: the roofline times the median factor. With rows at two or more: time = a x
+    roofline + b x fixed units (:mod:`~gpulane.planning.fixed`), least squares over the
+    TP degrees (a > 0, b >= 0), so that the part that does not split across GPUs is
+    known. Returns ``compute`` unchanged when no row fits."""
+    rows = [
+        r
+        for r in token_rows
+        if r.get("kind") == "tokens"
+        and (r.get("status") or "ok") == "ok"
+        and int(_f(r.get("pp")) or 0) == 1
+        and r.get("op") in ("decode", "prefill")
+    ]
+    own = [r for r in rows if r.get("model") == shape.name]
+    if own:
+        rows = own
+    flags = [bool((r.get("extra") or {}).get("compile")) for r in rows]
+    compiled = flags.count(True) > flags.count(False)
     scales: dict[str, float] = {}
     fixed: dict[str, float] = {}
     notes: list[str] = []
-    for op, found in factors.items():
+    for op in ("decode", "prefill"):
+        found = _points(compute, shape, rows, op, batch, input_len, dbytes, compiled)
         if not found:
             continue
-        same = [f for f in found if f[0]] or found
-        fit = _fit_two_terms([(f[4], f[5], f[6]) for f in same])
-        if len({f[3] for f in same}) > 1 and fit is not None:
+        same = [f for f in found if f.here] or found
+        fit = _fit_two_terms([(f.roofline_ms, f.measured_ms, f.units) for f in same])
+        models = sorted({f.where.split(" ")[0] for f in same})
+        of = "" if models == [shape.name] else f" on {', '.join(models)}"
+        if len({f.tp for f in same}) > 1 and fit is not None:
             scales[op], fixed[op] = fit
-            tps = ",".join(str(t) for t in sorted({f[3] for f in same}))
+            tps = ",".join(str(t) for t in sorted({f.tp for f in same}))
             notes.append(
-                f"{op} x{fit[0]:.2f} + {fit[1] * 1e3:.1f} us/layer (fitted over tp={tps}, "
-                f"{len(same)} rows)"
+                f"{op} x{fit[0]:.2f} + {_per_unit(op, fit[1])} (fitted over tp={tps}, "
+                f"{len(same)} rows{of})"
             )
             continue
-        values = sorted(f[1] for f in same)
+        values = sorted(f.factor for f in same)
         scales[op] = values[len(values) // 2]
-        notes.append(f"{op} x{scales[op]:.2f} ({same[len(same) // 2][2]})")
+        notes.append(f"{op} x{scales[op]:.2f} ({same[len(same) // 2].where})")
     if not scales:
         return compute
     return Compute(
         compute.gpu,
         decode_scale=scales.get("decode", compute.decode_scale),
         prefill_scale=scales.get("prefill", compute.prefill_scale),
-        source="roofline calibrated on tokens runs: " + "; ".join(notes),
-        decode_layer_ms=fixed.get("decode", compute.decode_layer_ms),
-        prefill_layer_ms=fixed.get("prefill", compute.prefill_layer_ms),
+        source=f"roofline calibrated on {'compiled ' if compiled else ''}tokens runs: "
+        + "; ".join(notes),
+        decode_unit_ms=fixed.get("decode", compute.decode_unit_ms),
+        prefill_unit_ms=fixed.get("prefill", compute.prefill_unit_ms),
+        compiled=compiled,
     )
 
 
-def _fit_two_terms(points: list[tuple[float, float, int]]) -> tuple[float, float] | None:
-    """Least squares of measured = a x roofline + b x layers over (roofline, measured,
-    layers) points; None unless a > 0 and b >= 0 (then the plain factor is used)."""
+def _per_unit(op: str, ms: float) -> str:
+    if op == "decode":
+        dense = DECODE_KERNELS[(False, False)]
+        return f"{ms * 1e3:.2f} us/kernel ({ms * 1e3 * dense:.1f} us per eager dense layer)"
+    return f"{ms:.2f} ms/GB of elementwise traffic"
+
+
+def _fit_two_terms(points: list[tuple[float, float, float]]) -> tuple[float, float] | None:
+    """Least squares of measured = a x roofline + b x units over (roofline, measured,
+    units) points; None unless a > 0 and b >= 0 (then the plain factor is used)."""
     sxx = sum(r * r for r, _, _ in points)
     sxl = sum(r * n for r, _, n in points)
     sll = sum(n * n for _, _, n in points)

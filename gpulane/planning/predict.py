@@ -103,6 +103,10 @@ class Prediction:
     rule_decode: Rule | None = None
     rule_prefill: Rule | None = None
     refused: str | None = None
+    # (what NCCL used, where that is known from) for the TP collectives and the pipeline
+    # sends, where the build's rows say; None: only the topology's path label is known
+    tp_transport: tuple[str, str] | None = None
+    pp_transport: tuple[str, str] | None = None
 
     @property
     def name(self) -> str:
@@ -274,6 +278,12 @@ def predict(
         micro_batches=m, fits=mem.total <= budget, memory=mem, memory_budget=budget,
         placement=placement,
     )  # fmt: skip
+    if tp > 1:
+        pred.tp_transport = comms.transport("all_reduce", tp, placement.tp_label)
+    if pp > 1:
+        pred.pp_transport = comms.transport("sendrecv", 2, placement.pp_label) or comms.transport(
+            "all_gather", 2, placement.pp_label
+        )
     if not pred.fits:
         pred.refused = (
             f"needs {mem.describe()} per GPU, more than {budget / GiB:.1f} GiB "

@@ -35,15 +35,25 @@ def _path_text(label: str | None, gbps: float | None) -> str:
     return f"{label}" + (f" ({gbps:.0f} GB/s)" if gbps else "")
 
 
+def route_text(transport: tuple[str, str] | None, label: str | None, gbps: float | None) -> str:
+    """How the bytes went: the transport NCCL used where the rows say (and from what),
+    else the topology's path label, saying that this is all that is known."""
+    if transport is not None:
+        what, source = transport
+        return f"via {what} ({source}; topology path {label or 'unknown'})"
+    return f"over {_path_text(label, gbps)} (topology path; NCCL's transport not recorded)"
+
+
 def explain(p: Prediction, build: str) -> str:
     """What one split's decode step is made of, in words."""
     d = p.decode
     assert d is not None
     parts = [f"{p.name}: decode step {d.time_ms:.2f} ms"]
+    pl = p.placement
     if p.tp > 1:
         parts.append(
-            f"{100 * d.allreduce_share:.0f}% of it in all-reduce over "
-            f"{_path_text(p.placement.tp_label, p.placement.tp_gbps)} on {build}"
+            f"{100 * d.allreduce_share:.0f}% of it in all-reduce "
+            f"{route_text(p.tp_transport, pl.tp_label, pl.tp_gbps)} on {build}"
         )
     if p.pp > 1:
         how = (
@@ -51,7 +61,10 @@ def explain(p: Prediction, build: str) -> str:
             if p.micro_batches == 1
             else f"{p.micro_batches} micro-batches, each reading its stage's weights again"
         )
-        parts.append(f"{100 * d.bubble_share:.0f}% pipeline bubble and sends ({how})")
+        sends = f"; sends {route_text(p.pp_transport, pl.pp_label, pl.pp_gbps)}" if (
+            p.pp_transport is not None
+        ) else ""  # fmt: skip
+        parts.append(f"{100 * d.bubble_share:.0f}% pipeline bubble and sends ({how}{sends})")
     if p.prefill is not None and p.tp > 1:
         parts.append(f"prefill {100 * p.prefill.allreduce_share:.0f}% in all-reduce")
     return ", ".join(parts)

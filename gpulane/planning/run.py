@@ -16,8 +16,8 @@ from typing import Any
 from gpulane.config.commands import AdviseConfig
 from gpulane.errors import InputError, print_warning
 from gpulane.inference.batching import as_list
-from gpulane.inference.shapes import dtype_bytes, shape_from_config
-from gpulane.planning import inputs
+from gpulane.inference.shapes import ModelShape, dtype_bytes, shape_from_config
+from gpulane.planning import calibration, inputs
 from gpulane.planning.advice import Advice, advise
 from gpulane.planning.comm import Comms, MeasuredComm, Projection
 from gpulane.planning.compute import gpu_spec
@@ -91,6 +91,9 @@ def run(cfg: AdviseConfig) -> int:
         _opt_float(cfg.tflops),
         _opt_float(cfg.memory_gib),
     )
+    calibration_text = None
+    if cfg.calibrate:
+        rows, calibration_text = _calibration(cfg, shape, rows, gpus, spec.memory_gib, build)
     what_if_text = None
     if what_if:
         base = topo if topo is not None else synthetic_topology(gpus, spec.name)
@@ -129,6 +132,7 @@ def run(cfg: AdviseConfig) -> int:
         "collectives": advice.collectives,
         "rows": len(rows),
         "inputs": prov.to_dict(),
+        "calibration": calibration_text,
     }
     if fmt == "json":
         doc = {
@@ -145,6 +149,56 @@ def run(cfg: AdviseConfig) -> int:
         return 0
     print_tables(info, advice, prov.lines)
     return 0
+
+
+def _calibration(
+    cfg: AdviseConfig,
+    shape: ModelShape,
+    rows: list[dict[str, Any]],
+    gpus: int,
+    memory_gib: float,
+    build: str | None,
+) -> tuple[list[dict[str, Any]], str | None]:
+    """Rows with a short run of the model itself added (measure=true) when none of its
+    tokens rows are there; and what was done, or which run would calibrate it, in words."""
+    tokens = [r for r in rows if r.get("kind") == "tokens"]
+    if any(r.get("model") == shape.name for r in tokens):
+        return rows, None
+    batches = as_list(cfg.batch, "batch")
+    input_lens = as_list(cfg.input_len, "input_len")
+    # the short runs are labelled with the build whose collectives the advice reads
+    measured = sorted({str(r.get("build")) for r in rows if r.get("kind") == "collective"})
+    label = build or (measured[0] if len(measured) == 1 else MEASURED_BUILD)
+    dbytes = dtype_bytes(str(cfg.dtype))
+    p = calibration.plan(
+        shape, dict(cfg.model), gpus, memory_gib, batches, input_lens, dbytes, label,
+        float(cfg.memory_fraction),
+    )  # fmt: skip
+    others = sorted({str(r.get("model")) for r in tokens})
+    have = (
+        f"carried over from the rows of {', '.join(others)} (by kernel and elementwise counts)"
+        if others
+        else "the plain roofline"
+    )
+    if p is None:
+        return rows, (
+            f"no gpulane tokens rows of {shape.name}, and no short run of it fits one GPU: "
+            f"compute from {have}"
+        )
+    if cfg.measure:
+        made, took = calibration.run_now(p, str(cfg.results_dir))
+        more, _ = inputs.load_rows(made, label, str(cfg.results_dir)) if made else ([], [])
+        return rows + [r for r in more if r.get("kind") == "tokens"], (
+            f"calibrated on a short run made now: {p.describe(shape)} ({took:.0f} s)"
+        )
+    return rows, "\n  ".join(
+        [
+            f"no gpulane tokens rows of {shape.name}: compute from {have}. To calibrate on "
+            f"{p.describe(shape)} (seconds to a minute each):",
+            *p.commands(),
+            "then give their run directories with run=, or add measure=true",
+        ]
+    )
 
 
 def _pct(x: float | None) -> str:
@@ -168,6 +222,9 @@ def print_tables(info: dict[str, Any], advice: Advice, lines: list[str]) -> None
     console.print(f"# topology: {info['topology']}")
     for line in lines:
         console.print(line, soft_wrap=True)  # one line each, paths whole
+    if info.get("calibration"):
+        for i, line in enumerate(str(info["calibration"]).split("\n")):
+            console.print(f"# {'calibration: ' if i == 0 else ''}{line}", markup=False)
     for c in info["compute"]:
         console.print(
             f"# compute: {c} (HBM {gpu['hbm_gbps']:.0f} GB/s, {gpu['tflops']:.0f} TFLOP/s, "

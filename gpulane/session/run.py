@@ -172,6 +172,10 @@ class RunSession:
         assert self.launcher is not None
         for note in self.launcher.notes() + self.notes.read():
             self.say(note)
+            # a view may turn a rank's note into the progress line's state ("compiling…")
+            state = getattr(self.view, "state_of_note", lambda _note: None)(note)
+            if state:
+                self.display.update(self.view.done(), state)
         live: list[dict[str, Any]] = []
         if self.pump is not None:
             live, lines = self.pump()

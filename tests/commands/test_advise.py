@@ -86,3 +86,42 @@ def test_command_measure_true(tmp_path: Path, capsys: pytest.CaptureFixture[str]
         assert status == 1
         assert "measuring the collectives failed (sweep" in captured.err
         assert "device=cuda" in captured.err
+
+
+def test_without_tokens_rows_advise_names_the_runs_that_would_calibrate(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    argv = ["model=llama3-70b", "gpus=2", "batch=1,32", "input_len=2048", "output_len=256",
+            f"run={fixture_path('advise/nvlink-rows.jsonl')}", "topology=none", "gpu=H200",
+            "format=json"]  # fmt: skip
+    assert main(argv) == 0
+    text = json.loads(capsys.readouterr().out)["calibration"]
+    assert text.startswith("no gpulane tokens rows of llama3-70b: compute from the plain roofline")
+    for tp in (1, 2):
+        assert (
+            f"gpulane tokens model=llama3-70b layers=8 tp={tp} pp=1 batch=1,32 input_len=2048 "
+            "output_len=16 warmup=1 iters=2 comm_off=true build=nvlink"
+        ) in text
+    assert "8 of 80 layers of llama3-70b at TP=1 and TP=2" in text and "measure=true" in text
+
+
+def test_measure_true_calibrates_on_a_short_run_of_the_model_itself(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No tokens rows of the model: real `python -m gpulane tokens` runs of it at TP=1 and
+    TP=2 (gloo ranks here) calibrate the compute model, and the advice says so."""
+    argv = ["model=tiny", "gpus=2", "gpu=H200", "batch=2", "input_len=32", "output_len=8",
+            f"run={fixture_path('advise/nvlink-rows.jsonl')}", "topology=none",
+            "measure=true", f"results_dir={tmp_path}", "format=json"]  # fmt: skip
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert out.count("# calibrating compute: gpulane tokens model=tiny layers=4 tp=") == 2
+    doc = json.loads(out[out.index("{") :])
+    assert doc["calibration"].startswith(
+        "calibrated on a short run made now: 4 of 4 layers of tiny at TP=1 and TP=2"
+    )
+    (compute,) = doc["compute"]
+    assert compute.startswith("roofline calibrated on tokens runs: decode x")
+    tokens = [r for d in tmp_path.iterdir() for r in load_rows([str(d)], None, str(tmp_path))[0]]
+    assert {(r["tp"], r["layers"], r["build"]) for r in tokens} == {
+        (1, 4, "nvlink"), (2, 4, "nvlink")}  # fmt: skip

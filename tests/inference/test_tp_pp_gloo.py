@@ -104,8 +104,10 @@ def same_logits(dump: dict[str, Any], ref: Any) -> None:
         ("tiny", ("tp=2", "pp=1"), 2),
         ("tiny", ("tp=1", "pp=2", "micro_batches=2"), 2),
         ("tiny-moe", ("tp=2", "pp=1"), 2),
+        # the compiled path (inductor's C++ on CPUs), split and fused at once
+        ("tiny", ("tp=2", "pp=1", "compile=true"), 2),
     ],
-    ids=["tp2", "pp2-microbatches", "moe-tp2"],
+    ids=["tp2", "pp2-microbatches", "moe-tp2", "tp2-compiled"],
 )
 def test_split_model_gives_the_unsplit_logits(
     tmp_path: Path, model: str, args: tuple[str, ...], world: int
@@ -120,6 +122,11 @@ def test_split_model_gives_the_unsplit_logits(
         assert (r["batch"], r["input_len"], r["output_len"]) == (BATCH, INPUT_LEN, OUTPUT_LEN)
         assert r["tokens_per_s"] > 0 and r["ttft_ms"] > 0
     decode = rows[1]
+    compiled = "compile=true" in args
+    for r in rows:  # the kernels each row was measured with
+        assert r["extra"]["engine"] == "gpulane" and r["extra"]["compile"] is compiled
+        assert bool(r["extra"]["fused_ops"]) is compiled
+        assert (r["extra"]["compile_s"] > 0) is compiled
     assert decode["itl_ms_p99"] >= decode["itl_ms_p50"] > 0
     assert decode["extra"]["steps"] == OUTPUT_LEN - 1
     if "tp=2" in args:

@@ -9,7 +9,7 @@ from gpulane.planning.comm import Comms, MeasuredComm
 from gpulane.planning.compute import Compute
 from gpulane.planning.placement import apply_what_if, place
 from gpulane.planning.predict import Workload, predict, splits
-from gpulane.planning.recommend import recommend
+from gpulane.planning.recommend import explain, recommend
 from gpulane.topology.model import Topology
 from tests.conftest import fixture_path
 from tests.planning.common import H200, PROJ, advise_on, all_pairs, box, h200_rows, model
@@ -67,3 +67,38 @@ def test_nvlink_pairs_keep_all_reduce_on_the_pairs() -> None:
     assert rec.choice is not None and rec.choice.name == "PP=2xTP=2"
     text = " ".join(rec.reasons)
     assert "keeps all-reduce on NV18" in text and "GPU0+GPU2 | GPU1+GPU3" in text
+
+
+def _tp2_explanation(rows: list[dict], build: str) -> str:  # type: ignore[type-arg]
+    topo = Topology.from_json(json.loads(fixture_path("advise/topology-h200x2.json").read_text()))
+    shape = model("llama3-8b")
+    p = predict(shape, 2, 1, Workload(1, 1024, 64), Comms(MeasuredComm(rows), PROJ),
+                Compute(H200), place(topo, 2, 2, 1), H200.memory_gib)  # fmt: skip
+    return explain(p, build)
+
+
+def test_explanation_names_the_transport_nccl_used_not_only_the_path() -> None:
+    """The same NV18 pair: what NCCL said it used, else what its switches force (host
+    memory with NCCL_P2P_DISABLE=1), else the topology label, saying which it is."""
+    nvlink = h200_rows()
+    said = [{**r, "transport": "P2P/CUMEM"} for r in nvlink]
+    text = _tp2_explanation(said, "nvlink")
+    assert (
+        "all-reduce via P2P/CUMEM (transport NCCL reported; topology path NV18) on nvlink" in text
+    )
+    host = [{**r, "env": {**r["env"], "NCCL_P2P_DISABLE": "1"}} for r in nvlink]
+    text = _tp2_explanation(host, "pcie-host")
+    assert (
+        "all-reduce via host memory (NCCL SHM) (NCCL_P2P_DISABLE=1 in the rows' env; "
+        "topology path NV18) on pcie-host"
+    ) in text
+    assert "478 GB/s" not in text  # not the NVLink rate: NCCL did not use NVLink
+    sockets = [{**r, "env": {**r["env"], "NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"}}
+               for r in nvlink]  # fmt: skip
+    assert "via NCCL sockets (NCCL_P2P_DISABLE=1, NCCL_SHM_DISABLE=1" in _tp2_explanation(
+        sockets, "socket"
+    )
+    extra = [{**r, "extra": {"nccl": {"transport": "P2P/IPC"}}} for r in nvlink]
+    assert "via P2P/IPC (transport NCCL reported" in _tp2_explanation(extra, "nvlink")
+    plain = _tp2_explanation(nvlink, "nvlink")
+    assert "over NV18 (" in plain and "(topology path; NCCL's transport not recorded)" in plain

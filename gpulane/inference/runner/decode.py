@@ -57,9 +57,12 @@ class Decode(ProcessGroups, Graphs):
 
         def run() -> None:
             st["mask"].index_fill_(3, st["pos"], 0)
+            # every sequence of a batch is at the same position: pos + 1 live positions
+            lengths = (st["pos"] + 1).expand(st["n"]) if kernels == "triton" else None
             step = StepInput(
-                rows=st["rows"], seq_len=1, pos=st["pos"], mask=st["mask"], attention=kernels
-            )
+                rows=st["rows"], seq_len=1, pos=st["pos"], mask=st["mask"], attention=kernels,
+                lengths=lengths,
+            )  # fmt: skip
             if self.first:
                 x, residual = model.forward(st["ids"], None, step)
             else:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -61,7 +62,9 @@ class Prefill(ProcessGroups, Graphs):
             # all-reduce costs the host ~50 us, more than a short layer's kernels; a
             # compiled engine issues the prefill without those per-call costs.
             self.torch.cuda.empty_cache()  # the graph's pool must not sit beside eager's
+            t0 = time.perf_counter()
             graph = self._capture(run)
+            self.capture_s += time.perf_counter() - t0
             run = graph.replay
         self._barrier()
         timer = Timer(self.torch, self.cuda)

@@ -60,6 +60,10 @@ class Runner(Prefill, Decode, RowBuilder):
         self.dtype = getattr(torch, DTYPE_NAMES[str(cfg.dtype).lower()])
         self.dbytes = dtype_bytes(str(cfg.dtype))
         self.graph = bool(cfg.graph) and self.cuda
+        self.fused = self._fused()
+        self.compiled_shapes: set[tuple[Any, ...]] = set()
+        self.said_compile_error = False
+        self.capture_s = 0.0
         self.backend = "torch-nccl" if self.cuda else "torch-gloo"
         self._init_dist()
         self.comm = Comm(dist, self.tp_group, self.tp, self.cuda)
@@ -81,12 +85,43 @@ class Runner(Prefill, Decode, RowBuilder):
                 self.comm,
                 init,
                 self.max_positions,
+                fused=self.fused,
             )
         if self.cuda:
             torch.cuda.synchronize()
         self.build_s = time.perf_counter() - t0
         self.sends: list[Any] = []
         self.graphs: list[Any] = []
+
+    def _fused(self) -> Any:
+        """The compiled path (compile=auto: on GPUs, falling back to eager on a compiler
+        failure; true: anywhere, failing loudly), or None for the eager model."""
+        from gpulane.inference.plan import compile_choice
+
+        choice = compile_choice(self.cfg.compile)
+        if not (self.cuda if choice is None else choice):
+            return None
+        from gpulane.inference.fused import Fused
+
+        return Fused(True, str(self.cfg.compile_mode), strict=choice is True)
+
+    def _compiling(self, key: tuple[Any, ...], label: str) -> None:
+        """Say so (the progress line shows it) before the first run of a new shape."""
+        if self.fused is None or not self.fused.compiled or key in self.compiled_shapes:
+            return
+        self.compiled_shapes.add(key)
+        self.ctx.note(f"# compiling… {label} (torch.compile, once per shape)")
+
+    def _compile_s(self) -> float:
+        """Seconds spent compiling so far; says once when compiling failed and the run
+        went on eagerly (compile=auto)."""
+        fused = self.fused
+        if fused is None:
+            return 0.0
+        if fused.error and not self.said_compile_error:
+            self.said_compile_error = True
+            self.ctx.note(f"# torch.compile failed, running eagerly: {fused.error}")
+        return float(fused.compile_s)
 
     # -- memory ------------------------------------------------------------------------
     def _check_memory(self) -> None:
@@ -125,11 +160,16 @@ class Runner(Prefill, Decode, RowBuilder):
         out: dict[str, Any] = {"micro_batches": m, "prefill_chunks": len(chunks)}
 
         self.ctx.heartbeat(4 * index + 1, f"prefill {label}")
+        sizes = tuple(c.stop - c.start for c in chunks)
+        self._compiling(("prefill", sizes, input_len), f"prefill {label}")
+        compile0, self.capture_s = self._compile_s(), 0.0
         self.comm.log = []
         self.prefill(ids, chunks[:1], first_tokens)
         out["prefill_calls_seen"] = _summarize_log(self.comm.log)
         self.comm.log = None
         out["prefill_s"] = self.time_prefill(ids, chunks, first_tokens)
+        out["prefill_compile_s"] = self._compile_s() - compile0
+        out["prefill_capture_s"] = self.capture_s
         if cfg.profile:
             self.profile(
                 f"prefill-b{batch}-i{input_len}", lambda: self.prefill(ids, chunks, first_tokens)
@@ -145,12 +185,17 @@ class Runner(Prefill, Decode, RowBuilder):
         self.ctx.heartbeat(4 * index + 2, f"decode {label}")
         parts = split_rows(batch, m)
         states = self.decode_state(batch, input_len, clen, parts, first_tokens)
+        self._compiling(("decode", tuple(st["n"] for st in states), clen), f"decode {label}")
+        compile0 = self._compile_s()
         self.comm.log = []
         self.step_fn(states[0], keep_logits=False)()  # one eager step, to count its calls
         out["decode_calls_seen"] = _summarize_log(self.comm.log)
         self.comm.log = None
         self.reset_state(states, input_len, first_tokens)
+        t0 = time.perf_counter()
         steps = self.capture(states)
+        out["decode_capture_s"] = time.perf_counter() - t0 if self.graph else 0.0
+        out["decode_compile_s"] = self._compile_s() - compile0
         self.reset_state(states, input_len, first_tokens)
         out["decode_s"], dumped = self.decode(states, steps, n_steps)
         dump["decode"] = [(t, j, lg.cpu()) for t, j, lg in dumped]

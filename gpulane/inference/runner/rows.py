@@ -63,13 +63,14 @@ class RowBuilder(RunnerState):
             "versions": self.versions(),
         }
         base_extra: dict[str, Any] = {
-            "engine": "gpulane",
             "layers_total": self.full_layers,
             "micro_batches": m,
             "weights_gib_per_gpu": round(run_params * self.dbytes / GiB, 3),
             "build_s": round(self.build_s, 2),
-            "decode_attention": str(cfg.decode_attention or "bmm"),
             "launcher": self.ctx.info.launcher,
+            # the shape as run (layers cut or not): what the advisor's calibration reads
+            "shape": shape.to_dict(),
+            **self.kernels(),
         }
         if scale is not None:
             base_extra["scaled_note"] = (
@@ -84,6 +85,8 @@ class RowBuilder(RunnerState):
             "comm_per_step": prefill_calls,
             "prefill_chunks": res["prefill_chunks"],
             "comm_seen_rank0": res.get("prefill_calls_seen"),
+            "compile_s": round(res.get("prefill_compile_s", 0.0), 2),
+            "capture_s": round(res.get("prefill_capture_s", 0.0), 3),
         }
         share = self._comm_share(res.get("prefill_off_s"), ttft, pre_extra)
         if scale is not None:
@@ -111,6 +114,8 @@ class RowBuilder(RunnerState):
             "comm_seen_rank0": res.get("decode_calls_seen"),
             "tokens_per_s_per_seq": 1.0 / mean,
             "steps": len(dec),
+            "compile_s": round(res.get("decode_compile_s", 0.0), 2),
+            "capture_s": round(res.get("decode_capture_s", 0.0), 3),
         }
         share = self._comm_share(res.get("decode_off_s"), mean, dec_extra)
         if scale is not None:
@@ -132,6 +137,19 @@ class RowBuilder(RunnerState):
             extra=dec_extra,
         )
         return [prefill, decode]
+
+    def kernels(self) -> dict[str, Any]:
+        """Which kernels the rows were measured with: the engine, whether the layer's
+        elementwise chains were compiled and which it fused, the attention kernels."""
+        fused = self.fused
+        out: dict[str, Any] = {"engine": "gpulane"}
+        if fused is not None:
+            out.update(fused.describe())
+        else:
+            out.update({"compile": False, "compile_mode": None, "fused_ops": []})
+        out["decode_attention"] = str(self.cfg.decode_attention or "bmm")
+        out["prefill_attention"] = "sdpa causal (torch's choice)"
+        return out
 
     def _comm_share(
         self, off_s: list[float] | None, mean_s: float, extra: dict[str, Any]

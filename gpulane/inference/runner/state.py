@@ -28,6 +28,8 @@ class RunnerState:
     dtype: Any  # torch dtype of weights and activations
     dbytes: int
     graph: bool  # decode steps as CUDA-graph replays
+    fused: Any  # fused.Fused: the compiled path, or None (eager)
+    capture_s: float  # CUDA-graph capture time of the configuration's prefill
     backend: str
     comm: Any  # model.Comm: the tensor-parallel collectives
     model: Any  # model.Stage

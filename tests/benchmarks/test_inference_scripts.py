@@ -1,0 +1,86 @@
+"""The GPU benchmark scripts' logic on a CPU, before the one GPU call that runs them:
+profile_decode.py's dry run on the tiny model, and step_ratio.py on its output and on the
+committed H200 rows (TP=2 on NVLink, with the collectives timed on the fixture sweep)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+BENCH = ROOT / "benchmarks" / "inference"
+H200 = BENCH / "h200x2"
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+    return subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=600)  # fmt: skip
+
+
+def test_profile_dry_run_and_the_ratio_table(tmp_path: Path) -> None:
+    out = tmp_path / "profile"
+    done = _run(str(BENCH / "profile_decode.py"), "--model", "tiny", "--batch", "1,2",
+                "--input-len", "16", "--steps", "2", "--variants", "eager:bmm,eager:nosuch",
+                "--prefill", "16", "--device", "cpu", "--out", str(out))  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    doc = json.loads((out / "profile.json").read_text())
+    ok = [d for d in doc["decode"] if "error" not in d]
+    assert [(d["batch"], d["variant"]) for d in ok] == [(1, "eager:bmm"), (2, "eager:bmm")]
+    # a variant that fails is kept as its error; the others' figures are there
+    assert [d["variant"] for d in doc["decode"] if "error" in d] == ["eager:nosuch"] * 2
+    assert doc["prefill"][0]["input_len"] == 16 and doc["prefill"][0]["ttft_ms"] > 0
+    assert set(doc["gemm_only_ms"]) == {"1", "2"}
+    (tmp_path / "copy_bw.json").write_text(
+        json.dumps({"copy_gbps_read_plus_write_median": 4000.0, "matmul_bf16_tflops_median": 700.0})
+    )
+    done = _run(str(BENCH / "step_ratio.py"), str(tmp_path), "--md", str(tmp_path / "t.md"))
+    assert done.returncode == 0, done.stderr
+    table = (tmp_path / "t.md").read_text()
+    assert "| tiny | 1 | 2 | decode (in 16) | eager:bmm |" in table
+    assert "| tiny | 1 | 1 | prefill (in 16) | eager:sdpa |" in table
+
+
+def test_ratio_of_the_committed_tp2_step_with_measured_collectives(tmp_path: Path) -> None:
+    rates = json.loads((H200 / "copy_bw.json").read_text())
+    rates["matmul_bf16_tflops_median"] = 700.0
+    (tmp_path / "copy_bw.json").write_text(json.dumps(rates))
+    shutil.copytree(H200 / "builds" / "20261122-032835-nvlink-2755", tmp_path / "tp2" / "run")
+    (tmp_path / "sweep" / "run").mkdir(parents=True)
+    shutil.copy(ROOT / "tests/fixtures/advise/nvlink-rows.jsonl", tmp_path / "sweep/run/rows.jsonl")
+    done = _run(str(BENCH / "step_ratio.py"), str(tmp_path), "--rows", str(tmp_path / "r.jsonl"))
+    assert done.returncode == 0, done.stderr
+    rows = [json.loads(x) for x in (tmp_path / "r.jsonl").read_text().splitlines()]
+    dec = next(r for r in rows if r["op"] == "decode" and r["batch"] == 1 and r["tp"] == 2)
+    # 65 all-reduces of 8 KiB and the logits all-gather, on the graph curve: 0.3-0.6 ms
+    assert 0.3 < dec["collectives_ms"] < 0.6
+    assert dec["measured_ms"] == 4.533 and dec["met"] is False  # the eager step, before
+    assert dec["ratio"] == round(4.533 / (dec["roofline_ms"] + dec["collectives_ms"]), 3)
+
+
+def test_heldout_table_on_the_committed_8b_rows(tmp_path: Path) -> None:
+    """heldout.py end to end on real rows: the 8B calibration runs, the NVLink sweep
+    fixture and the 8B TP=2 / PP=2 runs on NVLink, predicting 8B itself (the held-out
+    models need the GPU run): the figures of benchmarks/advise/README.md, all within 15 %,
+    and TP=2 recommended and measured best at batch 1 and 16."""
+    (tmp_path / "calib").mkdir()
+    shutil.copytree(H200 / "tp1", tmp_path / "calib" / "tp1")
+    shutil.copytree(H200 / "builds" / "20261122-032835-nvlink-2755", tmp_path / "calib" / "tp2")
+    (tmp_path / "coll" / "run").mkdir(parents=True)
+    shutil.copy(ROOT / "tests/fixtures/advise/nvlink-rows.jsonl", tmp_path / "coll/run/rows.jsonl")
+    shutil.copytree(H200 / "builds", tmp_path / "runs")
+    done = _run(str(ROOT / "benchmarks/advise/heldout.py"), str(tmp_path), "--builds", "nvlink",
+                "--held-out", "llama3-8b", "--md", str(tmp_path / "t.md"))  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    text = (tmp_path / "t.md").read_text()
+    # the same figures as predict_vs_measured.py gives (benchmarks/advise/README.md)
+    assert "| nvlink | llama3-8b (32) | TP=2 | 1 | 60641 | 58113 | +4% | 232 | 221 | +5% |" in text
+    assert "# within 15%: 8 of 8 figures; recommendation right in 4 of 4 cases" in text
+    assert text.count("| TP=2 | TP=2 | yes |") == 4
