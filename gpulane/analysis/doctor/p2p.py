@@ -15,6 +15,12 @@ CODES = {
 }
 
 
+# The modes that carry a pair's traffic: NVLink pairs move it over NVLink (PCIe P2P "NS"
+# there is normal), PCIe pairs over PCIe (an "NS" in nvlink mode is normal). Atomics
+# decide only whether GPU atomics can cross the pair, not bandwidth.
+CARRYING = {"nvlink": ("read", "write", "nvlink"), "pcie": ("read", "write", "pcie")}
+
+
 def check_p2p(ev: Evidence) -> list[Finding]:
     topo = ev.topology
     pairs = topo.gpu_pairs() if topo is not None else []
@@ -23,10 +29,11 @@ def check_p2p(ev: Evidence) -> list[Finding]:
         raise NotRun("P2P status unknown (needs nvidia-smi topo -p2p or NVML, --p2p-file)")
     out = []
     for p in known:
-        bad = {k: v for k, v in p.p2p.items() if v.upper() != "OK"}
+        label = p.label or "?"
+        modes = CARRYING["nvlink" if nvlink_count(label) is not None else "pcie"]
+        bad = {k: v for k, v in p.p2p.items() if v.upper() != "OK" and k in modes}
         if not bad:
             continue
-        label = p.label or "?"
         severity = (
             "error"
             if nvlink_count(label) is not None

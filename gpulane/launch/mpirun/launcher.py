@@ -36,7 +36,7 @@ from gpulane.launch.mpirun.failure import MPIRUN_LOG, describe_failure, stop
 from gpulane.launch.watchdog import OutputWatch, find_stall
 from gpulane.launch.worker import command as worker_command
 from gpulane.rank import free_port
-from gpulane.rundir import LOG_DIR
+from gpulane.rundir import LOG_DIR, read_rank_errors
 
 
 @dataclass
@@ -135,7 +135,10 @@ class MpirunLauncher(Launcher):
             if code == 0:
                 return self._end(LaunchResult(codes))
             message, ranks, where = describe_failure(spec.run_dir, spec.nprocs, code)
-            return self._end(LaunchResult(codes, message, ranks, where))
+            errors = read_rank_errors(spec.run_dir)
+            # Bad input a rank found (every rank says the same): shown as it is, its status.
+            user_error = errors[min(errors)] if errors else None
+            return self._end(LaunchResult(codes, message, ranks, where, user_error))
         if self.output is not None:
             stalled = self.output.stalled()
         else:

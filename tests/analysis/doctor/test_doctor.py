@@ -25,10 +25,8 @@ PUBLIC = Path(__file__).resolve().parents[2] / "fixtures" / "public"
 H200 = {
     "smi_q_file": str(fixture_path("h200x2/nvidia-smi-q.txt")),
     "topo_file": str(fixture_path("h200x2/topo-m.txt")),
-    "p2p_file": [
-        str(fixture_path("h200x2/topo-p2p-r.txt")),
-        str(fixture_path("h200x2/topo-p2p-w.txt")),
-    ],
+    # every mode nvidia-smi reports: PCIe P2P is "NS" on this NVLink pair, as it should be
+    "p2p_file": [str(fixture_path(f"h200x2/topo-p2p-{mode}.txt")) for mode in "rwnap"],
 }
 H200_ARGS = ["--smi-q-file", H200["smi_q_file"], "--topo-file", H200["topo_file"]]
 H200_ARGS += [x for f in H200["p2p_file"] for x in ("--p2p-file", f)]
@@ -41,6 +39,16 @@ def test_the_healthy_h200_machine_has_no_finding():
     # What the files cannot say is named, with why.
     assert report.not_run["acs"] == "lspci: not given (--lspci-file)"
     assert "no NIC in the topology" in report.not_run["nic_numa"]
+
+
+def test_p2p_off_in_a_mode_that_carries_the_pair_is_an_error(tmp_path):
+    """NV18 with NVLink P2P not supported: NCCL cannot use the links."""
+    broken = tmp_path / "topo-p2p-n.txt"
+    broken.write_text(fixture_path("h200x2/topo-p2p-n.txt").read_text().replace("OK", "NS"))
+    files = DoctorFiles(**{**H200, "p2p_file": [*H200["p2p_file"][:2], str(broken)]})  # type: ignore[arg-type]
+    (finding,) = run_doctor(gather_files(files)).findings
+    assert finding.check == "p2p" and finding.severity == "error"
+    assert "nvlink=NS" in finding.evidence and "pcie" not in finding.evidence
 
 
 def test_acs_from_a_grep_of_acsctl():

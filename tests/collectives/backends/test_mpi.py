@@ -258,7 +258,8 @@ def test_unsupported_points_stop_with_one_clear_error(
     assert len(errors) == 1, p.stderr
     for w in words:
         assert w in errors[0]
-    assert "choose another dtype, redop or collective" in errors[0]
+    assert "use " in errors[0] or "choose another dtype, redop or collective" in errors[0]
+    assert p.returncode == 2  # bad input, found before a point is measured
     assert not [r for r in rows(tmp_path) if r["time_us"] is not None]
 
 
