@@ -8,7 +8,9 @@ fenced blocks of the language ``figures``: a YAML list, one entry per figure::
       read: rows                       # how to read it (default from the file's name, below)
       where: op == "decode" and status == "ok"   # keeps the records where this is true
       value: one.time_us / 1e3         # the figure, from the records kept
-      shown: "5.433"                   # the figure as the README prints it (must appear there)
+      shown: "5.433"                   # the figure as the README prints it (must appear there);
+                                       # its first number is the figure, or the one in {braces}:
+                                       # "8 B {3.2}–5.5 µs" (braces are not part of the text)
       tol: 0.001                       # optional: absolute tolerance (default: half a unit
                                        # of the last printed digit); or rtol: 0.01
       line: "| nvlink | TP=2 | 1 |"    # optional: the shown text must be on a README line
@@ -25,15 +27,19 @@ and entries that regenerate a committed output and compare it byte for byte::
 
 Readers (``read``): ``rows`` (JSON Lines, default for ``.jsonl``), ``json`` (one document,
 or JSON Lines; default for ``.json``), ``nccl-tests`` (an nccl-tests log, as gpulane's
-importer reads it), ``table`` (the Markdown pipe tables of a file, default for ``.md``: a column name that
-repeats gets its place, ``err``, ``err#2``),
-``regex`` (``pattern`` with named groups, one record per match; default for other files),
+importer reads it), ``sweep-table`` (the table ``gpulane sweep`` prints: one record per
+size and placement, with op, size_bytes, in_place, time_us, algbw_gbps, busbw_gbps, wrong), ``table`` (the Markdown pipe tables of a file, default for ``.md``: a column name that
+repeats gets its place, ``err``, ``err#2``; ``_table`` numbers the tables, ``_title`` is the
+heading above),
+``items: outcomes`` takes the records from a list inside the document; ``regex``
+(``pattern`` with named groups, one record per match; default where a pattern is given and
+for files not named above),
 ``text`` (one record, ``text``: the file). ``.gz`` files are read through gzip.
 
 Expressions are Python over the records: in ``where`` each field is a name (and ``r`` is
 the record); in ``value``: ``rows`` (the records kept), ``one`` (the only one; an error
 unless exactly one), ``fig`` (figures computed above in the same README, by id), and
-``pick(field=value, ...)`` (the only record kept with those fields), ``mean``, ``median``, ``geomean``, ``num``, ``min``, ``max``, ``sum``, ``len``, ``abs``,
+``bytes_of("1 MiB")``, ``pick(field=value, ...)`` (the only record kept with those fields), ``mean``, ``median``, ``geomean``, ``num``, ``min``, ``max``, ``sum``, ``len``, ``abs``,
 ``round``. Records allow ``r.field`` and ``r["field with spaces"]``; numeric strings of a
 table or a regex are numbers.
 """
@@ -56,11 +62,14 @@ from typing import Any
 
 import yaml
 
+from gpulane.units import parse_size
+
 ROOT = Path(__file__).resolve().parents[1]
 BLOCK = re.compile(r"^```figures[ \t]*\n(.*?)^```[ \t]*$", re.S | re.M)
-NUMBER = re.compile(r"[-+−]?\d[\d,]*(?:\.\d+)?(?:[eE][-+]?\d+)?")
+# a sign counts only where it starts a word ("-0.5", "+25 %"; not "0.82-0.87")
+NUMBER = re.compile(r"(?:(?<![\w.])[-+−])?\d[\d,]*(?:\.\d+)?(?:[eE][-+]?\d+)?")
 KEYS = {"id", "file", "read", "where", "value", "shown", "line", "tol", "rtol", "pattern",
-        "run", "output", "status", "note"}  # fmt: skip
+        "run", "output", "status", "items", "note"}  # fmt: skip
 
 
 class FigureError(Exception):
@@ -114,11 +123,13 @@ def num(value: Any) -> Any:
     return value
 
 
-def _json_records(text: str) -> list[Record]:
+def _json_records(text: str, items: str | None) -> list[Record]:
     try:
         data = json.loads(text)
     except json.JSONDecodeError:
         data = [json.loads(line) for line in text.splitlines() if line.strip()]
+    for key in items.split(".") if items else []:
+        data = data[key]
     items = data if isinstance(data, list) else [data]
     return [Record(d) if isinstance(d, dict) else Record(value=d) for d in items]
 
@@ -127,8 +138,11 @@ def _table_records(text: str) -> list[Record]:
     out: list[Record] = []
     header: list[str] | None = None
     table = 0
+    title = ""
     for line in text.splitlines():
         s = line.strip()
+        if s.startswith("#"):
+            title = s.lstrip("#").strip()
         if not s.startswith("|"):
             header = None
             continue
@@ -144,9 +158,48 @@ def _table_records(text: str) -> list[Record]:
             continue
         else:
             out.append(
-                Record({"_table": table, **dict(zip(header, map(num, cells), strict=False))})
+                Record(
+                    {
+                        "_table": table,
+                        "_title": title,
+                        **dict(zip(header, map(num, cells), strict=False)),
+                    }
+                )
             )
     return out
+
+
+def _sweep_table_records(text: str) -> list[Record]:
+    """The table ``gpulane sweep`` prints (nccl-tests' columns under a ``# <op> (...)``
+    heading): one record per size and placement, ``n/a`` as None."""
+    out: list[Record] = []
+    op = None
+    for line in text.splitlines():
+        head = re.match(r"^# (\w+) \(", line)
+        if head:
+            op = head.group(1)
+            continue
+        cells = line.split()
+        if op is None or len(cells) != 13 or not cells[0].isdigit():
+            continue
+        size, count, dtype, redop, root = cells[:5]
+        for in_place, (t, alg, bus, wrong) in ((False, cells[5:9]), (True, cells[9:13])):
+            out.append(
+                Record(
+                    op=op,
+                    size_bytes=int(size),
+                    count=int(count),
+                    dtype=dtype,
+                    redop=redop,
+                    root=int(root),
+                    in_place=in_place,
+                    time_us=num(t),
+                    algbw_gbps=num(alg),
+                    busbw_gbps=num(bus),
+                    wrong=num(wrong),
+                )  # fmt: skip
+            )
+    return [Record({k: (None if v == "n/a" else v) for k, v in r.items()}) for r in out]
 
 
 def _nccl_tests_records(path: Path) -> list[Record]:
@@ -158,6 +211,7 @@ def _nccl_tests_records(path: Path) -> list[Record]:
 def read_records(path: Path, spec: dict[str, Any]) -> list[Record]:
     name = path.name.removesuffix(".gz")
     reader = spec.get("read") or (
+        "regex" if "pattern" in spec else
         "rows" if name.endswith(".jsonl") else
         "json" if name.endswith(".json") else
         "table" if name.endswith(".md") else
@@ -166,11 +220,13 @@ def read_records(path: Path, spec: dict[str, Any]) -> list[Record]:
     if reader == "rows":
         return [Record(json.loads(x)) for x in _text(path).splitlines() if x.strip()]
     if reader == "json":
-        return _json_records(_text(path))
+        return _json_records(_text(path), spec.get("items"))
     if reader == "table":
         return _table_records(_text(path))
     if reader == "nccl-tests":
         return _nccl_tests_records(path)
+    if reader == "sweep-table":
+        return _sweep_table_records(_text(path))
     if reader == "text":
         return [Record(text=_text(path))]
     if reader == "regex":
@@ -214,6 +270,7 @@ FUNCTIONS: dict[str, Any] = {
     "sorted": sorted,
     "set": set,
     "math": math,
+    "bytes_of": lambda text: parse_size(str(text)),  # "1 MiB" -> 1048576
 }
 
 
@@ -273,7 +330,8 @@ def compute(fig: Figure, done: dict[str, float]) -> None:
 
 def shown_number(shown: str) -> tuple[float, float]:
     """The number in ``shown`` and half a unit of its last digit (``16.06e9``: 0.005e9)."""
-    m = NUMBER.search(shown)
+    marked = re.search(r"\{([^}]*)\}", shown)
+    m = NUMBER.search(marked.group(1) if marked else shown)
     if not m:
         raise FigureError(f"shown {shown!r} holds no number")
     text = m.group(0).replace("−", "-").replace(",", "")
@@ -287,14 +345,24 @@ def compare(fig: Figure, prose: str) -> None:
     shown = spec["shown"] if isinstance(spec["shown"], list) else [spec["shown"]]
     if len(shown) != len(fig.values):
         raise FigureError(f"{len(fig.values)} values computed, {len(shown)} shown")
-    lines = [ln for ln in prose.splitlines() if str(spec.get("line", "")) in ln]
-    if not lines:
-        fig.problems.append(f"no README line holds {spec['line']!r}")
-    for text, got in zip(map(str, shown), fig.values, strict=False):
-        if not any(text in ln for ln in lines):
+    # where a shown text must appear: the line named, else anywhere (line breaks and runs
+    # of spaces count as one space, so that wrapping a paragraph changes nothing)
+    if "line" in spec:
+        places = [_squeeze(ln) for ln in prose.splitlines() if str(spec["line"]) in ln]
+        if not places:
+            fig.problems.append(f"no README line holds {spec['line']!r}")
+    else:
+        places = [_squeeze(prose)]
+    for text, got in zip(map(str, shown), fig.values, strict=True):
+        literal = _squeeze(text.replace("{", "").replace("}", ""))
+        if not any(literal in place for place in places):
             where = f"on the line {spec['line']!r}" if "line" in spec else "in the README's text"
             fig.problems.append(f"shown {text!r} does not appear {where}")
         _compare_one(fig, text, got)
+
+
+def _squeeze(text: str) -> str:
+    return " ".join(text.split())
 
 
 def _compare_one(fig: Figure, shown: str, got: float) -> None:
