@@ -184,22 +184,13 @@ def _sweep_table_records(text: str) -> list[Record]:
             continue
         size, count, dtype, redop, root = cells[:5]
         for in_place, (t, alg, bus, wrong) in ((False, cells[5:9]), (True, cells[9:13])):
-            out.append(
-                Record(
-                    op=op,
-                    size_bytes=int(size),
-                    count=int(count),
-                    dtype=dtype,
-                    redop=redop,
-                    root=int(root),
-                    in_place=in_place,
-                    time_us=num(t),
-                    algbw_gbps=num(alg),
-                    busbw_gbps=num(bus),
-                    wrong=num(wrong),
-                )  # fmt: skip
-            )
-    return [Record({k: (None if v == "n/a" else v) for k, v in r.items()}) for r in out]
+            fields = {
+                "op": op, "size_bytes": int(size), "count": int(count), "dtype": dtype,
+                "redop": redop, "root": int(root), "in_place": in_place, "time_us": t,
+                "algbw_gbps": alg, "busbw_gbps": bus, "wrong": wrong,
+            }  # fmt: skip
+            out.append(Record({k: None if v == "n/a" else num(v) for k, v in fields.items()}))
+    return out
 
 
 def _nccl_tests_records(path: Path) -> list[Record]:
