@@ -130,7 +130,9 @@ def test_split_model_gives_the_unsplit_logits(
     chunk = -(-BATCH // rows[0]["extra"]["prefill_chunks"])
     want = {
         "prefill": step_cost(shape, "prefill", chunk, INPUT_LEN, 4, tp, pp, 0),
-        "decode": step_cost(shape, "decode", per_mb, cache_len(INPUT_LEN, OUTPUT_LEN), 4, tp, pp, 0),
+        "decode": step_cost(
+            shape, "decode", per_mb, cache_len(INPUT_LEN, OUTPUT_LEN), 4, tp, pp, 0
+        ),
     }
     for r in rows:
         roof = r["extra"]["roofline"]
