@@ -42,6 +42,13 @@ def readmes() -> list[Path]:
     )
 
 
+def _rel(path: Path) -> Path:
+    try:
+        return path.relative_to(ROOT)
+    except ValueError:
+        return path
+
+
 def untracked(paths: list[Path]) -> set[Path]:
     """The paths git does not track (empty when this is not a git work tree)."""
     if not paths:
@@ -61,7 +68,7 @@ def check(paths: list[Path], verbose: bool) -> int:
     bad = 0
     total = 0
     for readme in paths:
-        rel = readme.relative_to(ROOT)
+        rel = _rel(readme)
         text = readme.read_text(encoding="utf-8")
         if readme.parent.parent == BENCHMARKS and not blocks(text):
             print(f"{rel}: FAIL: no ```figures block (add one, empty if no figure is backed)")
@@ -78,7 +85,7 @@ def check(paths: list[Path], verbose: bool) -> int:
         for fig in figs:
             for f in fig.files:
                 if f in loose:
-                    fig.problems.append(f"{f.relative_to(ROOT)} is not committed (ignored?)")
+                    fig.problems.append(f"{_rel(f)} is not committed (ignored?)")
         failed = [f for f in figs if not f.ok]
         total += len(figs)
         bad += len(failed)
@@ -113,7 +120,7 @@ def try_entry(args: argparse.Namespace) -> int:
 
             for path in resolve_files(base, spec):
                 recs: list[Record] = read_records(path, spec)
-                print(f"{path.relative_to(ROOT)}: {len(recs)} records")
+                print(f"{_rel(path)}: {len(recs)} records")
                 for rec in recs[: args.show]:
                     print("  " + ", ".join(f"{k}={v!r}" for k, v in list(rec.items())[:14]))
             return 0
