@@ -264,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
                     survivors={k: why.get(k, "") for k in res.survivors},  # type: ignore[attr-defined]
                 )
                 record[t.name] = rec
-            elif res.score + 1e-9 < want or stale:
+            elif round(res.score, 4) < want or stale:
                 print(f"  FAIL: {t.name} dropped below its recorded score or its list is stale")
                 failed = True
     finally:
