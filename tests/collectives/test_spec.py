@@ -170,7 +170,7 @@ def test_aliases() -> None:
         ("gather", 256, 0),
         ("reduce_scatter", 0, 256),
         ("scatter", 0, 256),
-    ],  # fmt: skip
+    ],
 )
 def test_in_place_offsets(op: str, send_off: int, recv_off: int) -> None:
     p = plan_point(op, 4 * 256 * 4, "float", "sum", 0, 4)  # 4 ranks, 256 floats each
@@ -198,7 +198,7 @@ def test_bandwidth_of_no_time_is_zero() -> None:
         ("alltoall_single", "alltoall"),
         ("bcast", "broadcast"),
         ("send_recv", "sendrecv"),
-    ],  # fmt: skip
+    ],
 )
 def test_collective_names(name: str, op: str) -> None:
     assert collective(name).name == op
