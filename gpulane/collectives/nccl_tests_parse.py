@@ -219,7 +219,7 @@ class TableLine:
 
 @dataclass
 class ErrorEvent:
-    kind: str  # nccl, cuda, test, timeout, abort, usage, cut_off, out_of_bounds, json
+    kind: str  # nccl, cuda, test, timeout, abort, usage, cut_off, out_of_bounds, json, damaged
     message: str
     line: int | None = None
     size_bytes: int | None = None
@@ -371,6 +371,8 @@ def _accept(col: str, tok: str) -> Any:
     if col in ("wrong", "error"):
         if tok == "N/A":
             return None
+        if col == "wrong":  # a count: a decimal there is another column's value
+            return float(tok) if _UINT_RE.match(tok) else _MISSING
         return float(tok) if _FLOAT_RE.match(tok) else _MISSING
     if col == "date":
         return tok if _DATE_RE.match(tok) else _MISSING
@@ -769,8 +771,23 @@ class _TextParser:
         tl = _table_start(taken)
         tl.line = i
         if len(taken) == len(cols):
-            self._emit(tl, taken, i, complete=True)
             tail = rest.strip()
+            extra = tail.split()
+            if extra and all(_FIELD_RE.match(t) for t in extra):
+                # More fields than the header names: a column name is missing or damaged,
+                # and the values after it would land in the wrong columns. Report the
+                # line instead of reading it.
+                self._add_event(
+                    ErrorEvent(
+                        "damaged",
+                        f"the line for {tl.size_bytes} B holds {len(cols) + len(extra)} "
+                        f"fields, its table header names {len(cols)} columns",
+                        line=i,
+                        size_bytes=tl.size_bytes,
+                    )
+                )
+                return True
+            self._emit(tl, taken, i, complete=True)
             if tail:
                 self._failure(tail, i, None)
             return True
@@ -846,6 +863,9 @@ class _TextParser:
         )
 
 
+_FIELD_RE = re.compile(r"^(?:[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|N/A)$")
+
+
 def _table_start(taken: list[tuple[str, int, Any, str]]) -> TableLine:
     vals = {c: v for c, g, v, _ in taken if g == -1}
     return TableLine(
@@ -858,7 +878,10 @@ def _table_start(taken: list[tuple[str, int, Any, str]]) -> TableLine:
     )
 
 
-_GLUED_RE = re.compile(r"^([-+]?\d{1,30}(?:\.\d{1,30})?(?:[eE][-+]?\d{1,3})?)(\D.*)$", re.ASCII)
+# (not a decimal's own fraction: "12.86" in an integer column is no "12" with ".86" glued)
+_GLUED_RE = re.compile(
+    r"^([-+]?\d{1,30}(?:\.\d{1,30})?(?:[eE][-+]?\d{1,3})?)(?!\.\d)(\D.*)$", re.ASCII
+)
 _NUMERIC_COLS = (
     "root",
     "time",
@@ -1321,6 +1344,7 @@ def describe_event(run: TestRun, event: ErrorEvent) -> str:
             "timeout": "timed out",
             "abort": "aborted",
             "usage": "refused to run",
+            "damaged": "printed a damaged table",
         }.get(event.kind, "failed")
         text = f"{test} {label}{where}: {event.message}"
     if event.count > 1:
