@@ -53,3 +53,28 @@ def test_a_line_cut_after_a_column_reports_its_placement(column: int) -> None:
 def test_the_whole_line_reports_nothing() -> None:
     (run,) = parse_text("\n".join(LINES[: AT + 1]) + "\n", "c.txt")
     assert not [e for e in run.errors if e.size_bytes == 1048576]
+
+
+def _rows(text: str) -> list[tuple[object, ...]]:
+    return [
+        (r.size_bytes, r.in_place, r.status, r.time_us, r.busbw_gbps, r.wrong)
+        for r in rows_from_log(text, "c.txt")
+    ]
+
+
+@pytest.mark.parametrize("column", [5, 7, 9, 11])
+def test_a_line_split_by_interleaved_output_reads_as_one(column: int) -> None:
+    # Another process's output broke the line: the rest of it follows on the next line.
+    end = columns_end()[column - 1]
+    split = [*LINES[:AT], FULL[:end], FULL[end:], *LINES[AT + 1 :]]
+    assert _rows("\n".join(split) + "\n") == _rows(TEXT)
+
+
+def test_a_split_line_whose_rest_never_comes_is_reported() -> None:
+    end = columns_end()[6]
+    broken = [*LINES[:AT], FULL[:end], "some other output", *LINES[AT + 1 :]]
+    got = _rows("\n".join(broken) + "\n")
+    assert (1048576, False, "error", None, None, None) in [
+        (s, p, st, None, None, None) for s, p, st, *_ in got if s == 1048576
+    ]
+    assert [g for g in got if g[0] != 1048576] == [g for g in _rows(TEXT) if g[0] != 1048576]
