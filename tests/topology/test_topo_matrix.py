@@ -325,3 +325,37 @@ def test_legends_without_colons_and_meanings_holding_equals() -> None:
     # the plain legend after the NIC legend ends it
     text = GOOD + "\nLegend:\n  NIC9: mlx5_9\n"
     assert parse_topo_matrix(text, "f").nic_devices == {"NIC0": "mlx5_0"}
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "message"),
+    [
+        (_damage("NIC0\tPIX\tSYS\t X \n\n", ""), 4,
+         "truncated matrix: no row for NIC0 (the header has 3 devices)"),  # "Legend:" follows
+        (_damage("GPU1\tNV18\t X \tSYS\t0-31\t0\t\tN/A\nNIC0\tPIX\tSYS\t X \n", ""), 3,
+         "truncated matrix: no row for GPU1, NIC0 (the header has 3 devices)"),
+        (_damage("\nLegend:", "\n" + "x" * 50 + "\nLegend:"), 6,
+         f"unexpected line after the matrix (the header has 3 devices): {'x' * 40!r}"),
+        ("\x00\x01", 1, "binary data (NUL bytes), not captured text output"),
+    ],
+)  # fmt: skip
+def test_more_refusals(text: str, line: int, message: str) -> None:
+    with pytest.raises(ParseError) as err:
+        parse_topo_matrix(text, "f.txt")
+    assert (err.value.source, err.value.line, err.value.reason) == ("f.txt", line, message)
+    with pytest.raises(ParseError) as err:
+        parse_topo_matrix(text)  # no file name given: the error says <text>
+    assert err.value.source == "<text>"
+
+
+def test_gpu_numa_id_as_the_only_extra_column() -> None:
+    text = "\tGPU0\tGPU1\tGPU NUMA ID\nGPU0\t X \tNV4\t1\nGPU1\tNV4\t X \t3\n"
+    m = parse_topo_matrix(text, "f")
+    assert m.devices == ["GPU0", "GPU1"] and m.columns == ["GPU NUMA ID"]
+    assert m.gpu_numa_id == {"GPU0": 1, "GPU1": 3}
+    # "GPU NUMA" without "ID" does not start that header: "NUMA" alone is refused
+    with pytest.raises(ParseError) as err:
+        parse_topo_matrix("\tGPU0\tGPU\tNUMA\nGPU0\t X \tNV4\n", "f")
+    assert err.value.reason == (
+        "unexpected column header 'NUMA' (known: CPU Affinity, NUMA Affinity, GPU NUMA ID)"
+    )
