@@ -146,6 +146,7 @@ class Result:
     counts: Counter[str] = field(default_factory=Counter)
     survivors: list[str] = field(default_factory=list)
     equivalent: list[str] = field(default_factory=list)
+    keys: set[str] = field(default_factory=set)
     seconds: float = 0.0
 
     @property
@@ -207,6 +208,7 @@ def run_target(
         for key, code in data["exit_code_by_key"].items():
             if prefixes and not key.startswith(prefixes):
                 continue
+            res.keys.add(key)
             if code in KILLED:
                 res.counts["killed"] += 1
             elif code in NO_TESTS:

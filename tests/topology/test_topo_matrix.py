@@ -359,3 +359,13 @@ def test_gpu_numa_id_as_the_only_extra_column() -> None:
     assert err.value.reason == (
         "unexpected column header 'NUMA' (known: CPU Affinity, NUMA Affinity, GPU NUMA ID)"
     )
+
+
+def test_gpu_numa_id_before_other_columns() -> None:
+    text = (
+        "\tGPU0\tGPU1\tGPU NUMA ID\tCPU Affinity\nGPU0\t X \tNV4\t1\t0-7\nGPU1\tNV4\t X \t3\t8-15\n"
+    )
+    m = parse_topo_matrix(text, "f")
+    assert m.devices == ["GPU0", "GPU1"] and m.columns == ["GPU NUMA ID", "CPU Affinity"]
+    assert m.gpu_numa_id == {"GPU0": 1, "GPU1": 3}
+    assert m.cpu_affinity == {"GPU0": "0-7", "GPU1": "8-15"}
