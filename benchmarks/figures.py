@@ -194,7 +194,10 @@ def _sweep_table_records(text: str) -> list[Record]:
 
 
 def _nccl_tests_records(path: Path) -> list[Record]:
-    from gpulane.collectives.nccl_tests_parse import rows_from_log
+    try:  # the nccl-tests reader's home after its split into a package
+        from gpulane.collectives.nccl_tests.logs import rows_from_log
+    except ImportError:
+        from gpulane.collectives.nccl_tests_parse import rows_from_log
 
     return [Record(r.to_dict()) for r in rows_from_log(_text(path), str(path))]
 
