@@ -78,3 +78,48 @@ def test_a_split_line_whose_rest_never_comes_is_reported() -> None:
         (s, p, st, None, None, None) for s, p, st, *_ in got if s == 1048576
     ]
     assert [g for g in got if g[0] != 1048576] == [g for g in _rows(TEXT) if g[0] != 1048576]
+
+
+def test_a_header_missing_a_column_name_reports_each_line_instead_of_shifting_values() -> None:
+    # "root" lost from the header: every line has one field more than the header names
+    damaged = TEXT.replace(" redop    root ", " redop    N/A  ", 1)
+    assert damaged != TEXT
+    rows = rows_from_log(damaged, "d.txt")
+    assert rows and all(r.status == "error" for r in rows)
+    assert all(r.wrong is None and r.time_us is None for r in rows)
+
+
+def test_a_line_with_more_fields_than_its_header_is_reported() -> None:
+    text = "\n".join([*LINES[:AT], FULL + "      0", *LINES[AT + 1 :]]) + "\n"
+    (run,) = parse_text(text, "d.txt")
+    got = [(e.kind, e.line, e.size_bytes, e.message) for e in run.errors]
+    assert got == [
+        ("damaged", AT + 1, 1048576,
+         "the line for 1048576 B holds 14 fields, its table header names 13 columns"),
+    ]  # fmt: skip
+    rows = [r for r in rows_from_log(text, "d.txt") if r.size_bytes == 1048576]
+    assert [r.status for r in rows] == ["error"] and rows[0].time_us is None
+    assert rows[0].error == (
+        "all_reduce_perf printed a damaged table at 1048576 B: the line for 1048576 B holds "
+        "14 fields, its table header names 13 columns"
+    )
+
+
+def test_a_decimal_in_the_wrong_column_is_not_read_as_a_count() -> None:
+    # the out-of-place time lost: the in-place time would land in #wrong
+    toks = FULL.split()
+    broken = "  ".join(toks[:5] + toks[6:])
+    text = "\n".join([*LINES[:AT], broken, *LINES[AT + 1 :]]) + "\n"
+    rows = [r for r in rows_from_log(text, "c.txt") if r.size_bytes == 1048576]
+    assert rows and all(r.status == "error" for r in rows)
+    assert all(r.wrong is None for r in rows)
+
+
+def test_output_glued_to_a_whole_line_is_a_failure_of_that_run() -> None:
+    glued = FULL + "vm: Test NCCL failure common.cu:1550 'invalid usage'"
+    text = "\n".join([*LINES[:AT], glued]) + "\n"
+    (run,) = parse_text(text, "g.txt")
+    nccl = [e for e in run.errors if e.kind == "nccl"]
+    assert nccl and nccl[0].line == AT + 1
+    rows = rows_from_log(text, "g.txt")
+    assert [r.status for r in rows if r.size_bytes == 1048576] == ["ok", "ok"]
