@@ -24,6 +24,12 @@ bash scripts/slurm-up.sh 8
 ruff check gpulane tests benchmarks
 ruff format --check gpulane tests benchmarks
 mypy
+# Every figure of every benchmarks README, recomputed from the committed data (~20 s).
+python3 -m benchmarks.check
+# Mutation score of the fast core targets (spec, pattern+values, paths: ~3 min on a 2-core
+# VM) against benchmarks/tests/mutation.json; the whole gate (every target, ~25 min) is
+# `python3 -m benchmarks.tests.gate`, run by hand when the core changes.
+python3 -m benchmarks.tests.gate --fast
 set +e
 python3 -m pytest -q -p no:cacheprovider "$@"
 status=$?

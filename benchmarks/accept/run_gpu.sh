@@ -7,8 +7,8 @@
 #    `nvlink` (results_dir=OUTDIR/runs, so OUTDIR/runs/baselines/nvlink).
 # 2. `gpulane accept preset=socket` (NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1) against that
 #    baseline (expect FAIL, naming all_reduce_busbw_nvlink and collective_busbw_vs_baseline).
-# The reports (report.html, junit.xml, accept.json) and logs are copied to OUTDIR/nvlink
-# and OUTDIR/socket. Extra OVERRIDEs go to both runs (e.g. suite.sizes_max=64M for a dry run).
+# The reports (report.html, junit.xml, accept.json), the rows (rows/) and logs are copied to
+# OUTDIR/nvlink and OUTDIR/socket. Extra OVERRIDEs go to both runs (e.g. suite.sizes_max=64M for a dry run).
 # Exit status 0 when both outcomes are as expected.
 set -u -o pipefail
 
@@ -44,6 +44,9 @@ run_accept() {  # name, expected status, args...
     cp "$group/report.html" "$group/junit.xml" "$group/accept.json" "$OUT/$name/" 2>/dev/null
     [ -f "$group/topology.json" ] && cp "$group/topology.json" "$OUT/$name/"
     echo "$group" > "$OUT/$name/run-dir.txt"
+    # the rows behind every figure (benchmarks.check and `gpulane accept run=DIR` read them)
+    mkdir -p "$OUT/$name/rows"
+    (cd "$group" && find . -name rows.jsonl -exec cp --parents {} "$OUT/$name/rows/" \;)
   fi
   [ "$rc" = "$want" ]
 }

@@ -36,6 +36,7 @@ DEFAULT_LOGS = [
     for b in ("pcie-host", "socket")
     for op in ("all_reduce", "all_gather")
 ]
+NVLINK_ROWS = ROOT / "tests" / "fixtures" / "advise" / "nvlink-rows.jsonl"
 TARGET = 0.15
 
 
@@ -83,7 +84,8 @@ def find(
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--collectives", nargs="*", default=[str(H200X2 / "runs")])
+    # the nvlink sweep rows that are committed (benchmarks/advise/README.md says which)
+    ap.add_argument("--collectives", nargs="*", default=[str(NVLINK_ROWS)])
     ap.add_argument("--log", nargs="*", default=DEFAULT_LOGS, metavar="BUILD=FILE",
                     help="nccl-tests logs of a build (text or -J JSON)")  # fmt: skip
     ap.add_argument("--tokens", nargs="*", default=[str(ROOT / "benchmarks" / "inference")])

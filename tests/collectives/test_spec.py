@@ -154,3 +154,81 @@ def test_aliases() -> None:
     assert collective("all_gather_perf").name == "all_gather"
     assert dtype("bf16").name == "bfloat16"
     assert dtype("fp32").name == "float"
+
+
+# -- the rest of the spec's promises (each written from nccl-tests, not from the spec) -----
+@pytest.mark.parametrize(
+    ("op", "send_off", "recv_off"),
+    # nccl-tests' GetCollByteCount: where the send data sits inside recvbuff in place
+    [
+        ("all_reduce", 0, 0),
+        ("broadcast", 0, 0),
+        ("reduce", 0, 0),
+        ("sendrecv", 0, 0),
+        ("alltoall", 0, 0),
+        ("all_gather", 256, 0),
+        ("gather", 256, 0),
+        ("reduce_scatter", 0, 256),
+        ("scatter", 0, 256),
+    ],
+)
+def test_in_place_offsets(op: str, send_off: int, recv_off: int) -> None:
+    p = plan_point(op, 4 * 256 * 4, "float", "sum", 0, 4)  # 4 ranks, 256 floats each
+    c = p.counts
+    assert (c.send_inplace_offset, c.recv_inplace_offset) == (send_off, recv_off)
+    # one buffer holds a rank's send and receive data in place: the larger of the two
+    for rank in range(4):
+        assert p.buffer_elements(rank) == max(c.send, c.recv)
+
+
+def test_bandwidth_of_no_time_is_zero() -> None:
+    spec = collective("all_reduce")
+    assert spec.bandwidth(1 << 20, 0.0, 2) == (0.0, 0.0)
+    assert spec.bandwidth(1 << 20, -1.0, 2) == (0.0, 0.0)
+    alg, bus = spec.bandwidth(1 << 30, 0.5, 4)
+    assert (alg, bus) == (pytest.approx(2 * (1 << 30) / 1e9), pytest.approx(1.5 * alg))
+
+
+@pytest.mark.parametrize(
+    ("name", "op"),
+    [
+        ("all-reduce", "all_reduce"),
+        ("Reduce-Scatter", "reduce_scatter"),
+        (" all_gather_perf ", "all_gather"),
+        ("alltoall_single", "alltoall"),
+        ("bcast", "broadcast"),
+        ("send_recv", "sendrecv"),
+    ],
+)
+def test_collective_names(name: str, op: str) -> None:
+    assert collective(name).name == op
+
+
+def test_unknown_names_list_the_choices() -> None:
+    with pytest.raises(InputError) as err:
+        collective("allsum")
+    assert str(err.value) == (
+        "collective: unknown collective 'allsum'; choose from all_reduce, all_gather, "
+        "reduce_scatter, alltoall, broadcast, reduce, sendrecv, gather, scatter"
+    )
+    with pytest.raises(InputError) as err:
+        dtype("complex")
+    assert str(err.value) == (
+        "dtype: unknown type 'complex'; choose one of int8, uint8, int32, uint32, int64, "
+        "uint64, half, float, double, bfloat16"
+    )
+    with pytest.raises(InputError) as err:
+        redop("mean")
+    assert (
+        str(err.value) == "redop: unknown reduction 'mean'; choose one of sum, prod, max, min, avg"
+    )
+    with pytest.raises(InputError) as err:
+        plan_point("broadcast", 1024, "float", "sum", 4, 4)
+    assert str(err.value) == "root: 4 is not a rank of a 4-rank run (0..3)"
+
+
+def test_point_keeps_what_was_asked() -> None:
+    p = plan_point("all_gather", 1000, "float", "sum", 3, 4)
+    assert p.requested_bytes == 1000
+    assert (p.redop, p.root) == ("none", -1)  # no redop, no root: as nccl-tests prints
+    assert p.size_bytes == 4 * 60 * 4  # 250 floats -> 62 per rank -> 60 (16-byte shares)

@@ -16,6 +16,7 @@ from omegaconf import OmegaConf
 
 from gpulane.inference.memory import cache_len
 from gpulane.inference.model import Comm, Init, Stage, StepInput
+from gpulane.inference.roofline import step_cost
 from gpulane.inference.shapes import shape_from_config
 from gpulane.inference.sharding import rank_slices
 from tests.helpers import gpulane, rows_of, run_dirs
@@ -128,6 +129,22 @@ def test_split_model_gives_the_unsplit_logits(
         assert bool(r["extra"]["fused_ops"]) is compiled
         assert (r["extra"]["compile_s"] > 0) is compiled
     assert decode["itl_ms_p99"] >= decode["itl_ms_p50"] > 0
+    # the rows carry the roofline of the step that rank 0 (stage 0) ran, from the one
+    # function advise and the benchmarks use
+    shape = shape_from_config(OmegaConf.to_container(OmegaConf.load(CONF / f"{model}.yaml")))  # type: ignore[arg-type]
+    tp, pp = rows[0]["tp"], rows[0]["pp"]
+    per_mb = -(-BATCH // decode["extra"]["micro_batches"])
+    chunk = -(-BATCH // rows[0]["extra"]["prefill_chunks"])
+    want = {
+        "prefill": step_cost(shape, "prefill", chunk, INPUT_LEN, 4, tp, pp, 0),
+        "decode": step_cost(
+            shape, "decode", per_mb, cache_len(INPUT_LEN, OUTPUT_LEN), 4, tp, pp, 0
+        ),
+    }
+    for r in rows:
+        roof = r["extra"]["roofline"]
+        assert {k: roof[k] for k in want[r["op"]].to_dict()} == want[r["op"]].to_dict()
+        assert roof["bytes"] > roof["weight_bytes"] > 0 and roof["flops"] > 0
     assert decode["extra"]["steps"] == OUTPUT_LEN - 1
     if "tp=2" in args:
         # the all-reduces rank 0 made in one step are what the sharding arithmetic says

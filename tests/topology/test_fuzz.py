@@ -1,9 +1,12 @@
-"""Every parser over mutations of the fixtures: nothing escapes but ParseError."""
+"""Every parser over mutations of the fixtures and over random text: nothing escapes but
+ParseError, and what a parser returns comes from the text (no name, label or number it
+did not read)."""
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable
+import dataclasses
+import re
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -15,6 +18,7 @@ from gpulane.topology.build import Inputs, build
 from gpulane.topology.lspci import parse_lspci_tree, parse_lspci_verbose
 from gpulane.topology.nvlink import parse_nvlink_status
 from gpulane.topology.p2p import parse_p2p
+from gpulane.topology.paths import LEGACY_LABELS
 from gpulane.topology.smi_query import parse_smi_query
 from gpulane.topology.sysfs import parse_sysfs_listing
 from gpulane.topology.topo_matrix import parse_topo_matrix
@@ -51,6 +55,45 @@ PARSERS: list[tuple[str, Callable[[str, str], Any], list[str]]] = [
         ],
     ),
 ]
+# Fields a parser makes rather than reads: the source name, line numbers, and names it
+# composes from what it read (smi-q's "Section/Field" paths, lspci -tv's bus ids and bus
+# numbers from the tree's brackets, GPU/NIC names numbered in order where a legend has none,
+# PCIe generations from the GT/s the text gives).
+MADE = {"source", "line", "fields", "nodes", "bus_id", "parent", "secondary", "gen", "gen_max",
+        "sta_gen", "cap_gen"}  # fmt: skip
+NUMBERED = re.compile(r"^(GPU|NIC)\d+$")
+
+
+def leaves(obj: Any, key: str | None = None) -> Iterator[tuple[str | None, Any]]:
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        for f in dataclasses.fields(obj):
+            yield from leaves(getattr(obj, f.name), f.name)
+    elif isinstance(obj, dict):
+        for k, v in obj.items():
+            yield from leaves(k, key)
+            yield from leaves(v, k if isinstance(k, str) else key)
+    elif isinstance(obj, (list, tuple, set, frozenset)):
+        for v in obj:
+            yield from leaves(v, key)
+    else:
+        yield key, obj
+
+
+def assert_only_what_the_text_says(parsed: Any, text: str) -> None:
+    """Every string and number in ``parsed`` is in ``text`` (case aside), but for MADE."""
+    folded = text.casefold()
+    for key, value in leaves(parsed):
+        if key in MADE or value is None or isinstance(value, bool):
+            continue
+        if isinstance(value, str):
+            said = [value, *(old for old, new in LEGACY_LABELS.items() if new == value)]
+            if value and not NUMBERED.match(value):  # SYS read from an old SOC counts
+                assert any(v.casefold() in folded for v in said), (key, value)
+        elif isinstance(value, (int, float)):
+            shown = str(int(value)) if float(value).is_integer() else str(value)
+            assert shown in text, (key, value)
+
+
 TOKENS = [
     "X",
     "NV18",
@@ -137,6 +180,7 @@ def test_fuzz(name: str, parse: Callable[[str, str], Any], files: list[str]) -> 
             assert err.source == "fuzz.txt"
             assert str(err).startswith("fuzz.txt")
             return
+        assert_only_what_the_text_says(parsed, t)
         # What parses must also join into a topology without surprises.
         if name == "topo":
             build(Inputs(matrix=parsed)).to_json()
@@ -160,5 +204,9 @@ def test_fuzz(name: str, parse: Callable[[str, str], Any], files: list[str]) -> 
 @settings(max_examples=200, deadline=None)
 def test_random_text(t: str) -> None:
     for _, parse, _ in PARSERS:
-        with contextlib.suppress(ParseError):
-            parse(t, "r")
+        try:
+            parsed = parse(t, "r")
+        except ParseError as err:
+            assert err.source == "r" and str(err).startswith("r")
+            continue
+        assert_only_what_the_text_says(parsed, t)

@@ -75,3 +75,83 @@ def test_cpu_list() -> None:
     assert _cpu_list([0b1011, 0]) == "0-1,3"
     assert _cpu_list([0, 1]) == "64"
     assert _cpu_list([0]) is None
+
+
+# -- on a GPU machine: the probe's values against NVML asked directly ----------------------
+gpu_only = pytest.mark.skipif(not HAS_GPU, reason="needs an NVIDIA GPU (the GPU machine)")
+
+
+def _nvml_facts() -> list[dict[str, object]]:
+    """Per GPU, straight from NVML: bus id, PCIe link now and at most, active NVLinks and
+    the bus id each one reaches."""
+    import pynvml
+
+    pynvml.nvmlInit()
+    try:
+        out = []
+        for i in range(pynvml.nvmlDeviceGetCount()):
+            h = pynvml.nvmlDeviceGetHandleByIndex(i)
+            bus = pynvml.nvmlDeviceGetPciInfo(h).busId
+            peers = []
+            for link in range(18 * 2):
+                try:
+                    if pynvml.nvmlDeviceGetNvLinkState(h, link):
+                        peers.append(pynvml.nvmlDeviceGetNvLinkRemotePciInfo(h, link).busId)
+                except pynvml.NVMLError:
+                    break
+            out.append(
+                {
+                    "bus_id": (bus.decode() if isinstance(bus, bytes) else bus)[-12:].lower(),
+                    "gen": pynvml.nvmlDeviceGetCurrPcieLinkGeneration(h),
+                    "width": pynvml.nvmlDeviceGetCurrPcieLinkWidth(h),
+                    "gen_max": pynvml.nvmlDeviceGetMaxPcieLinkGeneration(h),
+                    "width_max": pynvml.nvmlDeviceGetMaxPcieLinkWidth(h),
+                    "peers": [
+                        (p.decode() if isinstance(p, bytes) else p)[-12:].lower() for p in peers
+                    ],
+                }
+            )
+        return out
+    finally:
+        pynvml.nvmlShutdown()
+
+
+@gpu_only
+def test_probe_agrees_with_nvml() -> None:
+    data = probe_topology().to_json()
+    facts = _nvml_facts()
+    assert len(data["gpus"]) == len(facts)
+    by_bus = {g["bus_id"][-12:].lower(): g for g in data["gpus"]}
+    for f in facts:
+        g = by_bus[str(f["bus_id"])]
+        pcie = g["pcie"]
+        # links may train down at idle: the maximum is fixed, "now" at most the maximum
+        assert (pcie["gen_max"], pcie["width_max"]) == (f["gen_max"], f["width_max"])
+        assert pcie["gen"] <= pcie["gen_max"] and pcie["width"] <= pcie["width_max"]
+    # every pair joined by NVLinks is labelled NV<count of links between them>
+    names = {g["bus_id"][-12:].lower(): g["name"] for g in data["gpus"]}
+    for f in facts:
+        peers = [p for p in f["peers"] if p in names]  # type: ignore[attr-defined]
+        for other in set(peers):
+            pair = next(
+                p for p in data["pairs"]
+                if {p["a"], p["b"]} == {names[str(f["bus_id"])], names[other]}
+            )  # fmt: skip
+            assert pair["label"] == f"NV{peers.count(other)}"
+            assert pair["kind"] == "nvlink" and pair["nvlinks"] == peers.count(other)
+
+
+@gpu_only
+def test_worst_path_is_the_pairs_label() -> None:
+    data = probe_topology().to_json()
+    if len(data["gpus"]) < 2:
+        pytest.skip("one GPU: no pair")
+    pair = next(p for p in data["pairs"] if {p["a"], p["b"]} == {"GPU0", "GPU1"})
+    assert worst_path_for_gpus([0, 1]) == pair["label"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "gpulane.cli", "topo", "--json"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    printed = json.loads(proc.stdout)
+    assert [g["bus_id"] for g in printed["gpus"]] == [g["bus_id"] for g in data["gpus"]]

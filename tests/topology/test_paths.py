@@ -5,6 +5,10 @@ import pytest
 from gpulane.errors import InputError
 from gpulane.topology.build import Inputs, build
 from gpulane.topology.paths import (
+    best_label,
+    is_label,
+    label_badness,
+    label_from_nvml_level,
     label_kind,
     normalize_label,
     nvlink_count,
@@ -74,3 +78,74 @@ def test_path_label_unknown() -> None:
     assert path_label(None, ["GPU0", "GPU1"]) is None
     topo.pair("GPU0", "GPU1").label = ""  # type: ignore[union-attr]  # only P2P files named it
     assert path_label(topo, ["GPU0", "GPU1", "GPU2"]) is None
+
+
+# -- the rest of the module's promises, each on both sides (killing its mutants) -------
+def test_best_label_order() -> None:
+    assert best_label(["NV2", "NV18", "PIX"]) == "NV18"
+    assert best_label(["SYS", "NODE", "NET"]) == "NODE"
+    assert best_label(iter(["SOC", "PHB"])) == "PHB"
+    with pytest.raises(InputError, match=r"^no path labels to compare$"):
+        best_label([])
+    with pytest.raises(InputError, match="'FOO' is not a path label"):
+        best_label(["PIX", "FOO"])
+
+
+def test_error_messages_name_the_input() -> None:
+    with pytest.raises(InputError) as err:
+        normalize_label(" nv1 ")
+    assert str(err.value) == (
+        "'nv1' is not a path label (expected NV#, PIX, PXB, PHB, NODE, SYS, NET)"
+    )
+    with pytest.raises(InputError, match=r"^no path labels to compare$"):
+        worst_label([])
+
+
+@pytest.mark.parametrize(
+    ("level", "label"),
+    [
+        (0, "PIX"),
+        (10, "PIX"),
+        (20, "PXB"),
+        (30, "PHB"),
+        (40, "NODE"),
+        (50, "SYS"),
+        (60, None),
+        (5, None),
+    ],
+)
+def test_label_from_nvml_level(level: int, label: str | None) -> None:
+    assert label_from_nvml_level(level) == label
+
+
+def test_badness_sorts_every_label() -> None:
+    order = ["NV18", "NV4", "NV1", "PIX", "PXB", "PHB", "NODE", "SYS", "NET"]
+    assert sorted(reversed(order), key=label_badness) == order
+    assert label_badness("SOC") == label_badness("SYS")
+
+
+@pytest.mark.parametrize(
+    ("token", "ok"),
+    [
+        ("NV1", True),
+        ("NV99", True),
+        ("NV0", False),
+        ("NV100", False),
+        ("SOC", True),
+        ("NET", True),
+        ("X", False),
+        (" PIX", False),
+    ],
+)
+def test_is_label(token: str, ok: bool) -> None:
+    assert is_label(token) is ok
+
+
+def test_path_label_needs_two_gpus_and_every_pair() -> None:
+    topo = build(
+        Inputs(matrix=parse_topo_matrix(text(f"{TOPO}/delos_4xV100_mixed_NV2_NV1_SYS_tabs.txt")))
+    )
+    assert path_label(None, ["GPU0", "GPU1"]) is None
+    assert path_label(topo, ["GPU0", "GPU0"]) is None  # one distinct GPU
+    assert path_label(topo, ["GPU0", "GPU9"]) is None  # a pair the topology lacks
+    assert path_label(topo, ["GPU0", "GPU1", "GPU3"]) == "SYS"

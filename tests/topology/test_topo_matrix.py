@@ -223,3 +223,149 @@ def test_extra_row() -> None:
 
 
 LSPCI = "public/lspci"
+
+
+# -- every refusal, its exact words, file and line (what the user reads) ------------------
+GOOD = (
+    "\tGPU0\tGPU1\tNIC0\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\n"
+    "GPU0\t X \tNV18\tPIX\t0-31\t0\t\tN/A\n"
+    "GPU1\tNV18\t X \tSYS\t0-31\t0\t\tN/A\n"
+    "NIC0\tPIX\tSYS\t X \n"
+    "\n"
+    "Legend:\n\n  X    = Self\n  SYS  = Connection traversing PCIe\n\n"
+    "NIC Legend:\n\n  NIC0: mlx5_0\n"
+)
+
+
+def test_the_good_matrix_reads_every_field() -> None:
+    m = parse_topo_matrix(GOOD, "f.txt")
+    assert m.devices == ["GPU0", "GPU1", "NIC0"] and m.gpus == ["GPU0", "GPU1"]
+    assert m.nics == ["NIC0"] and m.nic_devices == {"NIC0": "mlx5_0"}
+    assert m.label("GPU0", "GPU1") == "NV18" and m.label("NIC0", "GPU1") == "SYS"
+    assert m.columns == ["CPU Affinity", "NUMA Affinity", "GPU NUMA ID"]
+    assert m.cpu_affinity == {"GPU0": "0-31", "GPU1": "0-31"}
+    assert m.numa_affinity == {"GPU0": "0", "GPU1": "0"}
+    assert m.gpu_numa_id == {"GPU0": None, "GPU1": None}
+    assert m.legend == {"X": "Self", "SYS": "Connection traversing PCIe"}
+    assert m.source == "f.txt"
+
+
+def _damage(old: str, new: str) -> str:
+    assert old in GOOD
+    return GOOD.replace(old, new, 1)
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "message"),
+    [
+        ("\n\n", 1, "empty: no nvidia-smi topo -m matrix"),
+        (_damage("\tCPU Affinity", "\tCPU Bogus"), 1,
+         "unexpected column header 'CPU' (known: CPU Affinity, NUMA Affinity, GPU NUMA ID)"),
+        (_damage("\tNUMA Affinity", "\tCPU Affinity"), 1, "a column header appears twice"),
+        ("\tCPU Affinity\nGPU0\t0-31\n", 1,
+         "no device columns in the header (expected GPU0 GPU1 ...)"),
+        (_damage("\tGPU1\tNIC0", "\tGPU!\tNIC0"), 1, "'GPU!' is not a device column name"),
+        ("\tNIC0\tNIC1\nNIC0\t X \tPIX\nNIC1\tPIX\t X \n", 1,
+         "the header names no GPU (expected GPU0 GPU1 ...)"),
+        (_damage("\tGPU1\tNIC0", "\tGPU0\tNIC0"), 1,
+         "a device column appears twice in the header"),
+        (_damage("NIC0\tPIX\tSYS\t X \n", ""), 4,
+         "truncated matrix: no row for NIC0 (the header has 3 devices)"),
+        (_damage("GPU1\tNV18\t X ", "GPU7\tNV18\t X "), 3, "expected the row of GPU1, found 'GPU7'"),
+        (_damage("GPU1\tNV18\t X \tSYS\t0-31\t0\t\tN/A", "GPU1\tNV18\t X"), 3,
+         "row GPU1 has 2 cells, the header has 3 devices (truncated or damaged line)"),
+        (_damage("GPU0\t X \tNV18", "GPU0\t Y \tNV18"), 2, "GPU0 against itself should be X, found 'Y'"),
+        (_damage("GPU0\t X \tNV18", "GPU0\t X \tOK"), 1,
+         "this looks like nvidia-smi topo -p2p output, not nvidia-smi topo -m"),
+        (_damage("GPU0\t X \tNV18", "GPU0\t X \tNV0"), 2,
+         "'NV0' between GPU0 and GPU1 is not a path label "
+         "(expected X, NV#, PIX, PXB, PHB, NODE, SYS or SOC)"),
+        (_damage("\tN/A\n", "\tN/A\textra\n"), 2,
+         "row GPU0 has 4 cells after the matrix, the header names 3 "
+         "(CPU Affinity, NUMA Affinity, GPU NUMA ID)"),
+        ("\tGPU0\tGPU1\nGPU0\t X \tNV1\tjunk\nGPU1\tNV1\t X \n", 2,
+         "row GPU0 has 1 cells after the matrix, the header names 0 (none)"),
+        (_damage("PIX\t0-31", "PIX\tall"), 2, "CPU Affinity 'all' is not a CPU list"),
+        (_damage("PIX\t0-31\t0", "PIX\t0-31\tnode0"), 2, "NUMA Affinity 'node0' is not a node list"),
+        (_damage("PIX\t0-31\t0\t\tN/A", "PIX\t0-31\t0\tx1"), 2, "GPU NUMA ID 'x1' is not a number"),
+        (_damage("NIC0\tPIX\tSYS\t X ", "NIC0\tPIX\tSYS\t X \t0-31"), 4,
+         "NIC row NIC0 has cells after the matrix"),
+        (_damage("GPU1\tNV18\t X \tSYS", "GPU1\tNV18\t X \tPXB"), 1,
+         "matrix is not symmetric: GPU1->NIC0 is PXB but NIC0->GPU1 is SYS"),
+        (_damage("\nLegend:", "\nstray words\nLegend:"), 6,
+         "unexpected line after the matrix (the header has 3 devices): 'stray words'"),
+        (_damage("NIC0: mlx5_0", "NIC3: mlx5_0"), 13, "the NIC legend names NIC3, which is not in the matrix"),
+    ],
+)  # fmt: skip
+def test_every_refusal_says_what_where(text: str, line: int, message: str) -> None:
+    with pytest.raises(ParseError) as err:
+        parse_topo_matrix(text, "f.txt")
+    assert (err.value.source, err.value.line, err.value.reason) == ("f.txt", line, message)
+
+
+def test_tabs_blank_cells_and_na_are_none() -> None:
+    m = parse_topo_matrix(
+        _damage("GPU1\tNV18\t X \tSYS\t0-31\t0\t\tN/A", "GPU1\tNV18\t X \tSYS\t0-31\tN/A"), "f"
+    )
+    assert m.numa_affinity["GPU1"] is None and m.cpu_affinity["GPU1"] == "0-31"
+    assert m.gpu_numa_id["GPU1"] is None
+    m = parse_topo_matrix(_damage("PIX\t0-31\t0\t\tN/A", "PIX\t0-31\t0\t3"), "f")
+    assert m.gpu_numa_id["GPU0"] == 3
+
+
+def test_legends_without_colons_and_meanings_holding_equals() -> None:
+    text = GOOD.replace("Legend:", "Legend", 1).replace("NIC Legend:", "NIC Legend")
+    text = text.replace("  X    = Self", "  X    = Self = the GPU itself")
+    m = parse_topo_matrix(text, "f.txt")
+    assert m.legend["X"] == "Self = the GPU itself"
+    assert m.nic_devices == {"NIC0": "mlx5_0"}
+    # a NIC line in the plain legend is not a NIC legend entry
+    m = parse_topo_matrix(GOOD.replace("NIC Legend:\n\n  NIC0: mlx5_0\n", "  NIC0: mlx5_0\n"), "f")
+    assert m.nic_devices == {"NIC0": None}
+    # the plain legend after the NIC legend ends it
+    text = GOOD + "\nLegend:\n  NIC9: mlx5_9\n"
+    assert parse_topo_matrix(text, "f").nic_devices == {"NIC0": "mlx5_0"}
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "message"),
+    [
+        (_damage("NIC0\tPIX\tSYS\t X \n\n", ""), 4,
+         "truncated matrix: no row for NIC0 (the header has 3 devices)"),  # "Legend:" follows
+        (_damage("GPU1\tNV18\t X \tSYS\t0-31\t0\t\tN/A\nNIC0\tPIX\tSYS\t X \n", ""), 3,
+         "truncated matrix: no row for GPU1, NIC0 (the header has 3 devices)"),
+        (_damage("\nLegend:", "\n" + "x" * 50 + "\nLegend:"), 6,
+         f"unexpected line after the matrix (the header has 3 devices): {'x' * 40!r}"),
+        ("\x00\x01", 1, "binary data (NUL bytes), not captured text output"),
+    ],
+)  # fmt: skip
+def test_more_refusals(text: str, line: int, message: str) -> None:
+    with pytest.raises(ParseError) as err:
+        parse_topo_matrix(text, "f.txt")
+    assert (err.value.source, err.value.line, err.value.reason) == ("f.txt", line, message)
+    with pytest.raises(ParseError) as err:
+        parse_topo_matrix(text)  # no file name given: the error says <text>
+    assert err.value.source == "<text>"
+
+
+def test_gpu_numa_id_as_the_only_extra_column() -> None:
+    text = "\tGPU0\tGPU1\tGPU NUMA ID\nGPU0\t X \tNV4\t1\nGPU1\tNV4\t X \t3\n"
+    m = parse_topo_matrix(text, "f")
+    assert m.devices == ["GPU0", "GPU1"] and m.columns == ["GPU NUMA ID"]
+    assert m.gpu_numa_id == {"GPU0": 1, "GPU1": 3}
+    # "GPU NUMA" without "ID" does not start that header: "NUMA" alone is refused
+    with pytest.raises(ParseError) as err:
+        parse_topo_matrix("\tGPU0\tGPU\tNUMA\nGPU0\t X \tNV4\n", "f")
+    assert err.value.reason == (
+        "unexpected column header 'NUMA' (known: CPU Affinity, NUMA Affinity, GPU NUMA ID)"
+    )
+
+
+def test_gpu_numa_id_before_other_columns() -> None:
+    text = (
+        "\tGPU0\tGPU1\tGPU NUMA ID\tCPU Affinity\nGPU0\t X \tNV4\t1\t0-7\nGPU1\tNV4\t X \t3\t8-15\n"
+    )
+    m = parse_topo_matrix(text, "f")
+    assert m.devices == ["GPU0", "GPU1"] and m.columns == ["GPU NUMA ID", "CPU Affinity"]
+    assert m.gpu_numa_id == {"GPU0": 1, "GPU1": 3}
+    assert m.cpu_affinity == {"GPU0": "0-7", "GPU1": "8-15"}

@@ -91,6 +91,8 @@ def describe_event(run: TestRun, event: ErrorEvent, source: str | None = None) -
         )
     elif event.kind == "out_of_bounds":
         text = f"{test}: {event.message}"
+    elif event.kind == "damaged" and event.size_bytes is not None:
+        text = f"{test} printed a damaged table{where}: {event.message}"
     elif event.kind == "damaged":
         text = f"{test}: the log cannot be read past this line ({event.message}); rows before it are kept"
     else:

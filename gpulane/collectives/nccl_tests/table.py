@@ -64,6 +64,11 @@ def _float_or_na(tok: str) -> Any:
     return None if tok == "N/A" else _float(tok)
 
 
+def _count_or_na(tok: str) -> Any:
+    # #wrong is a count: a decimal there is another column's value
+    return None if tok == "N/A" else (float(tok) if _UINT_RE.match(tok) else _MISSING)
+
+
 def _date(tok: str) -> Any:
     return tok if _DATE_RE.match(tok) else _MISSING
 
@@ -79,7 +84,7 @@ _READ = {
     "root": _int,
     "type": _word,
     "redop": _word,
-    "wrong": _float_or_na,
+    "wrong": _count_or_na,
     "error": _float_or_na,
     "date": _date,
     "clock": _clock,
@@ -137,7 +142,12 @@ def table_start(taken: list[Value]) -> TableLine:
     )
 
 
-_GLUED_RE = re.compile(r"^([-+]?\d{1,30}(?:\.\d{1,30})?(?:[eE][-+]?\d{1,3})?)(\D.*)$", re.ASCII)
+# (not a decimal's own fraction: "12.86" in an integer column is no "12" with ".86" glued)
+_GLUED_RE = re.compile(
+    r"^([-+]?\d{1,30}(?:\.\d{1,30})?(?:[eE][-+]?\d{1,3})?)(?!\.\d)(\D.*)$", re.ASCII
+)
+# one field of a table line: a number or N/A
+FIELD_RE = re.compile(r"^(?:[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|N/A)$")
 _NUMERIC_COLS = (
     "root",
     "time",

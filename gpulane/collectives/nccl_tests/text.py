@@ -17,6 +17,7 @@ from gpulane.collectives.nccl_tests import header as hdr
 from gpulane.collectives.nccl_tests.failures import failure_of, is_noise, warning_of
 from gpulane.collectives.nccl_tests.model import ErrorEvent, TableLine, TestRun, resolve_op
 from gpulane.collectives.nccl_tests.table import (
+    FIELD_RE,
     Value,
     measurements,
     parse_columns,
@@ -291,8 +292,23 @@ class TextReader:
         tl = table_start(taken)
         tl.line = i
         if len(taken) == len(cols):
-            self._emit(tl, taken, complete=True)
             tail = rest.strip()
+            extra = tail.split()
+            if extra and all(FIELD_RE.match(t) for t in extra):
+                # More fields than the header names: a column name is missing or damaged,
+                # and the values after it would land in the wrong columns. Report the
+                # line instead of reading it.
+                self._add_event(
+                    ErrorEvent(
+                        "damaged",
+                        f"the line for {tl.size_bytes} B holds {len(cols) + len(extra)} "
+                        f"fields, its table header names {len(cols)} columns",
+                        line=i,
+                        size_bytes=tl.size_bytes,
+                    )
+                )
+                return True
+            self._emit(tl, taken, complete=True)
             if tail:
                 self._failure(tail, i, None)
             return True

@@ -7,7 +7,8 @@ import statistics
 from typing import Any
 
 from gpulane import __version__
-from gpulane.inference.memory import GiB
+from gpulane.inference.memory import GiB, cache_len
+from gpulane.inference.roofline import step_cost
 from gpulane.inference.runner.state import RunnerState
 from gpulane.inference.shapes import DTYPE_NAMES
 from gpulane.inference.sharding import decode_comm, max_rank_params, prefill_comm
@@ -82,6 +83,7 @@ class RowBuilder(RunnerState):
         ttft = statistics.fmean(pre)
         pre_extra = {
             **base_extra,
+            "roofline": self.roofline("prefill", chunk, input_len),
             "comm_per_step": prefill_calls,
             "prefill_chunks": res["prefill_chunks"],
             "comm_seen_rank0": res.get("prefill_calls_seen"),
@@ -110,6 +112,7 @@ class RowBuilder(RunnerState):
         mean = statistics.fmean(dec)
         dec_extra = {
             **base_extra,
+            "roofline": self.roofline("decode", per_mb, cache_len(input_len, output_len)),
             "comm_per_step": decode_calls,
             "comm_seen_rank0": res.get("decode_calls_seen"),
             "tokens_per_s_per_seq": 1.0 / mean,
@@ -150,6 +153,15 @@ class RowBuilder(RunnerState):
         out["decode_attention"] = str(self.cfg.decode_attention or "bmm")
         out["prefill_attention"] = "sdpa causal (torch's choice)"
         return out
+
+    def roofline(self, op: str, seqs: int, context: int) -> dict[str, Any]:
+        """What one step moves and computes on the busiest rank (stage 0, which takes the
+        extra layer of an uneven split): ``gpulane.inference.roofline.step_cost``, the
+        function advise and the benchmarks use (docs/roofline.md). A decode step of a
+        micro-batch reads the whole static cache (``context`` = its length); a prefill
+        chunk runs ``seqs`` prompts of ``context`` tokens."""
+        cost = step_cost(self.shape, op, seqs, context, self.dbytes, self.tp, self.pp, 0)
+        return {**cost.to_dict(), "seqs": seqs, "context": context, "stage": 0}
 
     def _comm_share(
         self, off_s: list[float] | None, mean_s: float, extra: dict[str, Any]
