@@ -49,17 +49,49 @@ def _run_checks(rule_id: str, rec: Mapping[str, Any], ctx: Context) -> list[Chec
     nccl: dict[str, Any] = rec["extra"]["nccl"]
     raw_env = rec.get("env")
     env: dict[str, Any] = raw_env if isinstance(raw_env, dict) else {}
-    multi_host = len({p.get("host") for p in nccl.get("pairs") or []}) > 1 or bool(nccl.get("net"))
+    pairs = list(nccl.get("pairs") or [])
+    nets = list(nccl.get("net") or [])
+    if nets and _one_node(rec, nccl):
+        # Every rank on one host, yet NCCL went through the network: the GPUs' own path
+        # (NVLink, PCIe) was refused, so each pair of them is judged as a pair.
+        pairs += _local_net_pairs(nets)
+        nets = []
+    multi_host = len({p.get("host") for p in pairs}) > 1 or bool(nets)
     out = []
-    for pair in nccl.get("pairs") or []:
+    for pair in pairs:
         subject = _subject(
             rec, f"{pair.get('a')}-{pair.get('b')}", pair.get("host"), ctx, multi_host
         )
         out.append(_pair_check(rule_id, subject, pair, rec, nccl, env, ctx))
-    for net in nccl.get("net") or []:
+    for net in nets:
         subject = _subject(rec, str(net.get("gpu")), net.get("host"), ctx, True)
         out.append(_net_check(rule_id, subject, net, nccl, env, ctx))
     return out
+
+
+def _one_node(rec: Mapping[str, Any], nccl: Mapping[str, Any]) -> bool:
+    """Whether the run's ranks all ran on one host: the hosts NCCL's connections name are
+    one, and the row does not say otherwise (``nodes``, ``extra.hosts``)."""
+    nodes = rec.get("nodes")
+    if isinstance(nodes, int) and nodes > 1:
+        return False
+    extra = rec.get("extra") if isinstance(rec.get("extra"), Mapping) else {}
+    if isinstance(extra, Mapping) and len(extra.get("hosts") or []) > 1:
+        return False
+    hosts = {c.get("host") for c in [*(nccl.get("pairs") or []), *(nccl.get("net") or [])]}
+    return len(hosts) == 1 and None not in hosts
+
+
+def _local_net_pairs(nets: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The GPU pairs of one host whose ranks NCCL connected through the network."""
+    gpus = sorted({str(n.get("gpu")) for n in nets}, key=lambda g: (len(g), g))
+    host = nets[0].get("host")
+    used = sorted({str(n.get("transport")) for n in nets})
+    return [
+        {"host": host, "a": a, "b": b, "transport": "/".join(used), "via": ["network"]}
+        for i, a in enumerate(gpus)
+        for b in gpus[i + 1 :]
+    ]
 
 
 def _subject(rec: Mapping[str, Any], name: str, host: Any, ctx: Context, multi_host: bool) -> str:
@@ -157,7 +189,11 @@ def p2p_cause(
     """Why NCCL did not use P2P, from the strongest evidence there is."""
     seen = {**(nccl.get("nccl_env") or {}), **env}
     if str(seen.get("NCCL_P2P_DISABLE", "")).lower() in _TRUE:
-        return f"NCCL_P2P_DISABLE={seen['NCCL_P2P_DISABLE']} in the run's environment"
+        names = [f"NCCL_P2P_DISABLE={seen['NCCL_P2P_DISABLE']}"]
+        if str(seen.get("NCCL_SHM_DISABLE", "")).lower() in _TRUE:
+            # with host memory switched off too, NCCL falls back on its network transport
+            names.append(f"NCCL_SHM_DISABLE={seen['NCCL_SHM_DISABLE']}")
+        return f"{' and '.join(names)} in the run's environment"
     level = str(seen.get("NCCL_P2P_LEVEL", "")).upper()
     if level in ("LOC", "0"):
         return f"NCCL_P2P_LEVEL={seen['NCCL_P2P_LEVEL']} in the run's environment"
