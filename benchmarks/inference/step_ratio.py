@@ -203,10 +203,10 @@ def main(argv: list[str] | None = None) -> int:
         f"copy {bw:.0f} GB/s (read + written), bf16 matrix rate {tflops:.0f} TFLOP/s; "
         f"collectives from the CUDA-graph sweeps of builds: {', '.join(comms) or 'none'}"
     )
-    print(head)
-    print(text)
+    doc = head + "\n\n" + text + "\n"
+    print(doc, end="")  # what --md writes, so that the committed table can be regenerated
     if args.md:
-        args.md.write_text(head + "\n\n" + text + "\n")
+        args.md.write_text(doc)
     if args.rows:
         args.rows.write_text("".join(json.dumps(f) + "\n" for f in figures))
     return 0
