@@ -86,7 +86,8 @@ _METRIC_RE = re.compile(
 )
 _THROUGHPUT_RE = re.compile(
     r"Throughput:\s*" + _NUM + r"\s*requests/s,\s*" + _NUM + r"\s*total tokens/s"
-    r"(?:,\s*" + _NUM + r"\s*output tokens/s)?"
+    # to the line's end: a line cut after "total tokens/s, 10" is no whole result
+    r"(?:,\s*" + _NUM + r"\s*output tokens/s)?\s*$"
 )
 _TOTAL_RE = re.compile(r"^Total num (prompt|output) tokens:\s*(\d+)\s*$")
 _LATENCY_RE = re.compile(r"^Avg latency:\s*" + _NUM + r"\s*seconds")
@@ -184,12 +185,26 @@ def _throughput_row(v: dict[str, Any], source: str, meta: Meta) -> Row:
     return Row(**_base(meta, source, "throughput"), tokens_per_s=tokens, extra=extra)
 
 
+def _seconds(x: Any, what: str, source: str) -> float:
+    """A number of seconds from the file, or ParseError naming what is wrong (a file
+    cut or damaged inside the list leaves strings, nulls or halves of numbers there)."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        raise ParseError(f"latency result: {what} is {x!r}, not a number of seconds", source)
+    return float(x)
+
+
 def _latency_row(v: dict[str, Any], source: str, meta: Meta) -> Row:
     avg = v.get("avg_latency")
     if not isinstance(avg, (int, float)) or not math.isfinite(avg) or avg <= 0:
         raise ParseError("latency result without a positive number in 'avg_latency'", source)
-    pct = {str(k): float(x) for k, x in (v.get("percentiles") or {}).items()}
-    lat = [float(x) for x in v.get("latencies") or []]
+    raw_pct = v.get("percentiles") or {}
+    raw_lat = v.get("latencies") or []
+    if not isinstance(raw_pct, dict) or not isinstance(raw_lat, list):
+        raise ParseError(
+            "latency result: 'percentiles' is no object or 'latencies' no list", source
+        )
+    pct = {str(k): _seconds(x, f"percentile {k}", source) for k, x in raw_pct.items()}
+    lat = [_seconds(x, "a latency", source) for x in raw_lat]
     extra: dict[str, Any] = {**meta.extra, "avg_latency_s": avg, "percentiles_s": pct}
     if "line" in v:
         extra["line"] = v["line"]

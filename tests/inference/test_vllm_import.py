@@ -11,7 +11,7 @@ import pytest
 
 from gpulane.cli import main as cli_main
 from gpulane.errors import ParseError
-from gpulane.inference.vllm_import import Meta, parse_vllm
+from gpulane.inference.vllm_import import Meta, parse_vllm, read_vllm
 from gpulane.record import read_rows
 from tests.conftest import fixture_path
 from tests.parse_helpers import cut_copy, json_rows, run_parse
@@ -56,6 +56,14 @@ def test_throughput_line() -> None:
     assert row.tokens_per_s == 1072.15  # output tokens/s
     assert row.extra["requests_per_second"] == 7.15
     assert row.extra["total_num_prompt_tokens"] == 5014
+
+
+def test_a_throughput_line_cut_inside_its_output_rate_is_no_result(tmp_path: Path) -> None:
+    # found by the cut fuzz test: "..., 4656.00 total tokens/s, 10" read as a whole line
+    cut = tmp_path / "cut.txt"
+    cut.write_bytes(text(THROUGHPUT).encode()[:53])
+    with pytest.raises(ParseError, match="no vLLM benchmark result found"):
+        list(read_vllm(cut))
 
 
 def test_error_log_is_a_parse_error_naming_the_exception() -> None:
