@@ -197,7 +197,7 @@ def test_mpi4py_that_sees_single_processes_is_named(tmp_path: Path) -> None:
         "progress=false",
         f"results_dir={tmp_path / 'runs'}",
     )
-    assert p.returncode == 1, p.stdout + p.stderr
+    assert p.returncode == 2, p.stdout + p.stderr  # the setup is wrong: one line, bad input
     errors = [ln for ln in p.stderr.splitlines() if ln.startswith("gpulane: error:")]
     assert len(errors) == 1, p.stderr
     assert "mpi4py is built against another MPI than the mpirun that started it" in errors[0]

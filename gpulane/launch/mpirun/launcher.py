@@ -136,8 +136,11 @@ class MpirunLauncher(Launcher):
                 return self._end(LaunchResult(codes))
             message, ranks, where = describe_failure(spec.run_dir, spec.nprocs, code)
             errors = read_rank_errors(spec.run_dir)
-            # Bad input a rank found (every rank says the same): shown as it is, its status.
-            user_error = errors[min(errors)] if errors else None
+            # Bad input a rank found (every rank says the same): shown as it is, with its
+            # status. Any other rank error stays in the launcher's account, which names the
+            # rank and where it was.
+            bad_input = {r: e for r, e in errors.items() if e[0] == 2}
+            user_error = bad_input[min(bad_input)] if bad_input else None
             return self._end(LaunchResult(codes, message, ranks, where, user_error))
         if self.output is not None:
             stalled = self.output.stalled()
