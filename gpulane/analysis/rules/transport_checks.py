@@ -12,12 +12,14 @@ doctor's findings, the P2P status).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from itertools import pairwise
 from typing import Any
 
 from gpulane.analysis.rules.model import FAIL, PASS, SKIP, Check, Context
 from gpulane.analysis.rules.select import select_rows
 from gpulane.analysis.store import records
 from gpulane.topology.model import Gpu, Pair, Topology, same_device
+from gpulane.topology.nccl_logs import gpu_order
 from gpulane.topology.paths import PCIE_LABELS, best_label, is_label, nvlink_count
 
 GDR_PATHS = ("PIX", "PXB")  # NCCL's default NCCL_NET_GDR_LEVEL reaches this far
@@ -49,17 +51,45 @@ def _run_checks(rule_id: str, rec: Mapping[str, Any], ctx: Context) -> list[Chec
     nccl: dict[str, Any] = rec["extra"]["nccl"]
     raw_env = rec.get("env")
     env: dict[str, Any] = raw_env if isinstance(raw_env, dict) else {}
-    multi_host = len({p.get("host") for p in nccl.get("pairs") or []}) > 1 or bool(nccl.get("net"))
+    pairs, nets = list(nccl.get("pairs") or []), list(nccl.get("net") or [])
+    one_host = _one_host_pairs(rec, nets)
+    if one_host:
+        pairs, nets = pairs + one_host, []
+    multi_host = len({p.get("host") for p in pairs}) > 1 or bool(nets)
     out = []
-    for pair in nccl.get("pairs") or []:
+    for pair in pairs:
         subject = _subject(
             rec, f"{pair.get('a')}-{pair.get('b')}", pair.get("host"), ctx, multi_host
         )
         out.append(_pair_check(rule_id, subject, pair, rec, nccl, env, ctx))
-    for net in nccl.get("net") or []:
+    for net in nets:
         subject = _subject(rec, str(net.get("gpu")), net.get("host"), ctx, True)
         out.append(_net_check(rule_id, subject, net, nccl, env, ctx))
     return out
+
+
+def _one_host_pairs(rec: Mapping[str, Any], nets: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """NCCL's network connections between GPUs of one host, as pairs of those GPUs.
+
+    With P2P and SHM both off NCCL 2.28.9 makes each rank of one host its own node
+    (``nNodes 2 localRanks 1``) and connects them through NET/Socket; rows recorded before
+    nccl_logs knew that list each GPU under ``net``. The row's own hosts (the ranks', as
+    the sweep found them) say whether they are one host. NET lines name the local GPU only,
+    so the GPUs are paired in order: NCCL's ring joins neighbours, all over the same transport.
+    """
+    extra = rec.get("extra")
+    hosts = extra.get("hosts") if isinstance(extra, Mapping) else None
+    if not nets or not isinstance(hosts, list) or len(hosts) != 1:
+        return []
+    if any(n.get("host") not in (None, hosts[0]) for n in nets):
+        return []
+    gpus = sorted({str(n.get("gpu")) for n in nets}, key=gpu_order)
+    transport = "+".join(sorted({str(n.get("transport")) for n in nets}))
+    channels = max((n["channels"] for n in nets if isinstance(n.get("channels"), int)), default=0)
+    return [
+        {"host": hosts[0], "a": a, "b": b, "transport": transport, "channels": channels}
+        for a, b in pairwise(gpus)
+    ]
 
 
 def _subject(rec: Mapping[str, Any], name: str, host: Any, ctx: Context, multi_host: bool) -> str:
@@ -141,7 +171,7 @@ def _pair_check(
         )
     if on_p2p:
         return Check(rule_id, PASS, "topology", subject, f"{label}: NCCL used {used}")
-    cause = p2p_cause(env, nccl, topo_pair, ctx)
+    cause = p2p_cause(env, nccl, topo_pair, ctx, used)
     return Check(
         rule_id,
         FAIL,
@@ -152,12 +182,20 @@ def _pair_check(
 
 
 def p2p_cause(
-    env: Mapping[str, Any], nccl: Mapping[str, Any], pair: Pair | None, ctx: Context
+    env: Mapping[str, Any],
+    nccl: Mapping[str, Any],
+    pair: Pair | None,
+    ctx: Context,
+    used: str = "",
 ) -> str:
-    """Why NCCL did not use P2P, from the strongest evidence there is."""
+    """Why NCCL did not use P2P (``used`` instead), from the strongest evidence there is."""
     seen = {**(nccl.get("nccl_env") or {}), **env}
     if str(seen.get("NCCL_P2P_DISABLE", "")).lower() in _TRUE:
-        return f"NCCL_P2P_DISABLE={seen['NCCL_P2P_DISABLE']} in the run's environment"
+        both = f"NCCL_P2P_DISABLE={seen['NCCL_P2P_DISABLE']}"
+        if used.startswith("NET") and str(seen.get("NCCL_SHM_DISABLE", "")).lower() in _TRUE:
+            # SHM off too is why the pair fell to the network rather than host memory.
+            both += f" and NCCL_SHM_DISABLE={seen['NCCL_SHM_DISABLE']}"
+        return f"{both} in the run's environment"
     level = str(seen.get("NCCL_P2P_LEVEL", "")).upper()
     if level in ("LOC", "0"):
         return f"NCCL_P2P_LEVEL={seen['NCCL_P2P_LEVEL']} in the run's environment"
