@@ -19,7 +19,7 @@ from typing import Any
 from gpulane.errors import ParseError
 from gpulane.rundir import LOG_DIR, NCCL_LOG_DIR
 from gpulane.textio import read_text
-from gpulane.topology.nccl_info import NcclInfo, parse_nccl_texts, sort_labels
+from gpulane.topology.nccl_info import Communicator, NcclInfo, parse_nccl_texts, sort_labels
 
 MAX_PAIRS = 256  # an extra.nccl stays small however many GPUs a run has
 SLACK_S = 5.0  # a user's own NCCL_DEBUG_FILE of an earlier run is older than this run
@@ -118,7 +118,7 @@ def _pairs(info: NcclInfo) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     # On one host a network connection is a pair too (NCCL_P2P_DISABLE + NCCL_SHM_DISABLE).
     one_host = (
         len({link.host for link in info.links}) <= 1
-        and all(c.nnodes in (None, 1) for c in info.communicators)
+        and all(_one_node(c) for c in info.communicators)
         and not _gpu_shared_by_ranks(info)
     )
     for link in info.links:
@@ -134,7 +134,7 @@ def _pairs(info: NcclInfo) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
             continue
         a = link.src_gpu or f"rank{link.src}"
         b = link.dst_gpu or f"rank{link.dst}"
-        a, b = sorted((a, b), key=_gpu_order)
+        a, b = sorted((a, b), key=gpu_order)
         pkey = (link.host, a, b)
         entry = pairs.setdefault(
             pkey,
@@ -173,6 +173,13 @@ def _pairs(info: NcclInfo) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     return out_pairs, out_net
 
 
+def _one_node(comm: Communicator) -> bool:
+    """NCCL counts one node, or one per rank: with P2P and SHM both off (NCCL 2.28.9 on one
+    host: ``nRanks 2 nNodes 2 localRanks 1``) no rank can reach another but by the network,
+    so NCCL makes each its own node, though they share the host."""
+    return comm.nnodes in (None, 1) or (comm.local_ranks == 1 and comm.nnodes == comm.nranks)
+
+
 def _gpu_shared_by_ranks(info: NcclInfo) -> bool:
     """Two ranks on one GPU: the lines come from several hosts that share a name (a log
     whose host names were replaced), so "one host" cannot be told from them."""
@@ -184,7 +191,8 @@ def _gpu_shared_by_ranks(info: NcclInfo) -> bool:
     return False
 
 
-def _gpu_order(name: str) -> tuple[int, str]:
+def gpu_order(name: str) -> tuple[int, str]:
+    """GPU2 before GPU10; other names (bus ids, rank3) after the GPUs, by name."""
     digits = "".join(ch for ch in name if ch.isdigit())
     return (int(digits[:6]) if digits and name.startswith("GPU") else 1 << 30, name)
 

@@ -8,9 +8,11 @@ import shutil
 import time
 from pathlib import Path
 
+import pytest
+
 from gpulane.record import shaping_env
 from gpulane.rundir import GPULANE_SET_ENV, NCCL_LOG_DIR, nccl_capture_env, rank_env
-from gpulane.topology.nccl_logs import NcclLogs, log_files
+from gpulane.topology.nccl_logs import NcclLogs, describe, log_files, read_nccl_files, summary
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "public" / "nccl-info"
 H20 = FIXTURES / "nccl1189_2node_2xH20_alltoall_cumem_ib_gdrdma_EXCERPTS.txt"
@@ -97,3 +99,46 @@ def test_nothing_to_read_is_none(tmp_path):
     (tmp_path / NCCL_LOG_DIR).mkdir()
     (tmp_path / NCCL_LOG_DIR / "nccl-x-1.log").write_bytes(b"\x00\x01binary")
     assert NcclLogs(tmp_path, env={}).summary() is None
+
+
+H200_RUNS = FIXTURES.parents[1] / "h200x2" / "doctor" / "runs"
+H200_SWEEPS = FIXTURES.parents[1] / "h200x2" / "doctor" / "live"
+
+
+def _h200_run(preset: str) -> Path:
+    (run,) = H200_RUNS.glob(f"*-{preset}-*")
+    return run
+
+
+@pytest.mark.parametrize(
+    ("preset", "transport", "via", "channels", "nccl_env"),
+    [
+        ("nvlink", "P2P/CUMEM", "P2P/CUMEM", 24, None),
+        ("pcie-host", "SHM", "SHM/direct/direct", 4, {"NCCL_P2P_DISABLE": "1"}),
+        # NCCL logs only the P2P variable under INIT; NCCL_SHM_DISABLE is in the rows' env.
+        ("socket", "NET/Socket", "NET/Socket/0", 2, {"NCCL_P2P_DISABLE": "1"}),
+    ],
+)
+def test_the_h200_machines_own_nccl_2_28_9_logs(preset, transport, via, channels, nccl_env):
+    """NCCL 2.28.9's INFO files of the three presets on the 2xH200 machine (NV18): the
+    transport and channels as the sweep header printed them, from both ranks' files or either."""
+    run = _h200_run(preset)
+    files, where = log_files(run, env={})
+    assert [f.parent.name for f in files] == [NCCL_LOG_DIR, NCCL_LOG_DIR]
+    logs = NcclLogs(run, env={})
+    found, note = logs.for_row("NV18")
+    assert found is not None and where == str(run / NCCL_LOG_DIR)
+    header = (H200_SWEEPS / f"sweep-{preset}.txt").read_text().splitlines()
+    assert note in header  # '# transport: P2P/CUMEM, 24 channels (NV18)' and the others
+    assert note == f"# transport: {transport}, {channels} channels (NV18)"
+    assert (found["version"], found["cuda"], found["communicators"]) == ("2.28.9", "13.0", 1)
+    assert found["channels"] == channels and found.get("nccl_env") == nccl_env
+    # One pair on one host, whatever NCCL used between them: with P2P and SHM off NCCL
+    # counts each rank as its own node ("nNodes 2 localRanks 1"), yet it is GPU0-GPU1 of vm.
+    pair = {"host": "vm", "a": "GPU0", "b": "GPU1", "transport": transport, "via": [via]}
+    assert found["pairs"] == [{**pair, "channels": channels}] and found["net"] == []
+    assert found["no_device"] == ["NET/IB: no device found"] and found["network"] == "Socket"
+    for one in files:  # each rank's file alone says the same
+        alone = summary(read_nccl_files([one]))
+        assert describe(alone, "NV18") == note.removeprefix("# transport: ")
+        assert alone["pairs"] == found["pairs"]

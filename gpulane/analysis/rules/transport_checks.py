@@ -12,12 +12,14 @@ doctor's findings, the P2P status).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from itertools import pairwise
 from typing import Any
 
 from gpulane.analysis.rules.model import FAIL, PASS, SKIP, Check, Context
 from gpulane.analysis.rules.select import select_rows
 from gpulane.analysis.store import records
 from gpulane.topology.model import Gpu, Pair, Topology, same_device
+from gpulane.topology.nccl_logs import gpu_order
 from gpulane.topology.paths import PCIE_LABELS, best_label, is_label, nvlink_count
 
 GDR_PATHS = ("PIX", "PXB")  # NCCL's default NCCL_NET_GDR_LEVEL reaches this far
@@ -49,13 +51,10 @@ def _run_checks(rule_id: str, rec: Mapping[str, Any], ctx: Context) -> list[Chec
     nccl: dict[str, Any] = rec["extra"]["nccl"]
     raw_env = rec.get("env")
     env: dict[str, Any] = raw_env if isinstance(raw_env, dict) else {}
-    pairs = list(nccl.get("pairs") or [])
-    nets = list(nccl.get("net") or [])
-    if nets and _one_node(rec, nccl):
-        # Every rank on one host, yet NCCL went through the network: the GPUs' own path
-        # (NVLink, PCIe) was refused, so each pair of them is judged as a pair.
-        pairs += _local_net_pairs(nets)
-        nets = []
+    pairs, nets = list(nccl.get("pairs") or []), list(nccl.get("net") or [])
+    one_host = _one_host_pairs(rec, nets)
+    if one_host:
+        pairs, nets = pairs + one_host, []
     multi_host = len({p.get("host") for p in pairs}) > 1 or bool(nets)
     out = []
     for pair in pairs:
@@ -69,28 +68,27 @@ def _run_checks(rule_id: str, rec: Mapping[str, Any], ctx: Context) -> list[Chec
     return out
 
 
-def _one_node(rec: Mapping[str, Any], nccl: Mapping[str, Any]) -> bool:
-    """Whether the run's ranks all ran on one host: the hosts NCCL's connections name are
-    one, and the row does not say otherwise (``nodes``, ``extra.hosts``)."""
-    nodes = rec.get("nodes")
-    if isinstance(nodes, int) and nodes > 1:
-        return False
-    extra = rec.get("extra") if isinstance(rec.get("extra"), Mapping) else {}
-    if isinstance(extra, Mapping) and len(extra.get("hosts") or []) > 1:
-        return False
-    hosts = {c.get("host") for c in [*(nccl.get("pairs") or []), *(nccl.get("net") or [])]}
-    return len(hosts) == 1 and None not in hosts
+def _one_host_pairs(rec: Mapping[str, Any], nets: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """NCCL's network connections between GPUs of one host, as pairs of those GPUs.
 
-
-def _local_net_pairs(nets: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """The GPU pairs of one host whose ranks NCCL connected through the network."""
-    gpus = sorted({str(n.get("gpu")) for n in nets}, key=lambda g: (len(g), g))
-    host = nets[0].get("host")
-    used = sorted({str(n.get("transport")) for n in nets})
+    With P2P and SHM both off NCCL 2.28.9 makes each rank of one host its own node
+    (``nNodes 2 localRanks 1``) and connects them through NET/Socket; rows recorded before
+    nccl_logs knew that list each GPU under ``net``. The row's own hosts (the ranks', as
+    the sweep found them) say whether they are one host. NET lines name the local GPU only,
+    so the GPUs are paired in order: NCCL's ring joins neighbours, all over the same transport.
+    """
+    extra = rec.get("extra")
+    hosts = extra.get("hosts") if isinstance(extra, Mapping) else None
+    if not nets or not isinstance(hosts, list) or len(hosts) != 1:
+        return []
+    if any(n.get("host") not in (None, hosts[0]) for n in nets):
+        return []
+    gpus = sorted({str(n.get("gpu")) for n in nets}, key=gpu_order)
+    transport = "+".join(sorted({str(n.get("transport")) for n in nets}))
+    channels = max((n["channels"] for n in nets if isinstance(n.get("channels"), int)), default=0)
     return [
-        {"host": host, "a": a, "b": b, "transport": "/".join(used), "via": ["network"]}
-        for i, a in enumerate(gpus)
-        for b in gpus[i + 1 :]
+        {"host": hosts[0], "a": a, "b": b, "transport": transport, "channels": channels}
+        for a, b in pairwise(gpus)
     ]
 
 
@@ -173,7 +171,7 @@ def _pair_check(
         )
     if on_p2p:
         return Check(rule_id, PASS, "topology", subject, f"{label}: NCCL used {used}")
-    cause = p2p_cause(env, nccl, topo_pair, ctx)
+    cause = p2p_cause(env, nccl, topo_pair, ctx, used)
     return Check(
         rule_id,
         FAIL,
@@ -184,16 +182,20 @@ def _pair_check(
 
 
 def p2p_cause(
-    env: Mapping[str, Any], nccl: Mapping[str, Any], pair: Pair | None, ctx: Context
+    env: Mapping[str, Any],
+    nccl: Mapping[str, Any],
+    pair: Pair | None,
+    ctx: Context,
+    used: str = "",
 ) -> str:
-    """Why NCCL did not use P2P, from the strongest evidence there is."""
+    """Why NCCL did not use P2P (``used`` instead), from the strongest evidence there is."""
     seen = {**(nccl.get("nccl_env") or {}), **env}
     if str(seen.get("NCCL_P2P_DISABLE", "")).lower() in _TRUE:
-        names = [f"NCCL_P2P_DISABLE={seen['NCCL_P2P_DISABLE']}"]
-        if str(seen.get("NCCL_SHM_DISABLE", "")).lower() in _TRUE:
-            # with host memory switched off too, NCCL falls back on its network transport
-            names.append(f"NCCL_SHM_DISABLE={seen['NCCL_SHM_DISABLE']}")
-        return f"{' and '.join(names)} in the run's environment"
+        both = f"NCCL_P2P_DISABLE={seen['NCCL_P2P_DISABLE']}"
+        if used.startswith("NET") and str(seen.get("NCCL_SHM_DISABLE", "")).lower() in _TRUE:
+            # SHM off too is why the pair fell to the network rather than host memory.
+            both += f" and NCCL_SHM_DISABLE={seen['NCCL_SHM_DISABLE']}"
+        return f"{both} in the run's environment"
     level = str(seen.get("NCCL_P2P_LEVEL", "")).upper()
     if level in ("LOC", "0"):
         return f"NCCL_P2P_LEVEL={seen['NCCL_P2P_LEVEL']} in the run's environment"

@@ -16,7 +16,7 @@ from typing import Any
 from gpulane.errors import GpulaneError, InputError, ParseError
 from gpulane.preflight import PREFLIGHT_FILE
 from gpulane.record import read_rows
-from gpulane.textio import read_text
+from gpulane.textio import clean_lines, guess_kind, read_text
 from gpulane.topology.evidence.acs import PciFunction, parse_acs
 from gpulane.topology.evidence.iommu import IommuGroups, cmdline_params, parse_groups, read_groups
 from gpulane.topology.evidence.kernel import Xid, parse_modules, parse_xids
@@ -269,11 +269,23 @@ def gather_files(files: DoctorFiles) -> Evidence:
     """What files captured on some machine say; each source not given is named absent."""
     ev = Evidence(host="(captured files)", live=False)
     not_given = "not given (--{})"
+    lspci_topo: list[str] = []  # the lspci file, when it tells the topology something
     if files.lspci_file:
         text = _file(files.lspci_file, "--lspci-file")
-        ev.pci = parse_acs(text)
-        ev.got("lspci", files.lspci_file)
-        if "<access denied>" in text and not any(f.acs_ctl for f in ev.pci):
+        pci = parse_acs(text)
+        tree = _lspci_tree(text, files.lspci_file)  # no ACS, but the PCIe tree
+        if pci or tree or not text.strip():
+            ev.pci = pci
+            ev.got("lspci", files.lspci_file)
+            # Device lines give bus ids and links; a grep of ACSCtl lines gives neither.
+            if tree or any(f.bus_id for f in pci):
+                lspci_topo.append(files.lspci_file)
+        else:
+            # What the capture script got instead, e.g. "lspci: command not found": the
+            # machine's lspci is absent, as the live doctor would have said there.
+            first = text.strip().splitlines()[0].strip()[:120]
+            ev.missing("lspci", f"{files.lspci_file}: not lspci -vvv output (line 1: {first!r})")
+        if "<access denied>" in text and not any(f.acs_ctl for f in pci):
             ev.absent["acs"] = (
                 f"{files.lspci_file}: lspci ran without root (<access denied>): ACS unknown"
             )
@@ -292,21 +304,8 @@ def gather_files(files: DoctorFiles) -> Evidence:
         _nvlink(ev, _file(files.nvlink_e_file, "--nvlink-e-file"), "", files.nvlink_e_file)
     else:
         ev.missing("nvlink_errors", not_given.format("nvlink-e-file"))
-    if files.topo_file or files.p2p_file or files.smi_q_file or files.lspci_file:
-        try:
-            ev.topology = from_files(
-                CaptureFiles(
-                    topo_file=files.topo_file,
-                    p2p_file=list(files.p2p_file),
-                    smi_q_file=files.smi_q_file,
-                    lspci_file=[files.lspci_file] if files.lspci_file else [],
-                )
-            )
-            ev.got(
-                "topology", ", ".join(x for x in [files.topo_file, *files.p2p_file] if x) or "files"
-            )
-        except GpulaneError as err:
-            ev.missing("topology", f"topology from the files: {err}")
+    if files.topo_file or files.p2p_file or files.smi_q_file or lspci_topo:
+        _topology_files(ev, files, lspci_topo)
     else:
         ev.missing("topology", not_given.format("topo-file"))
     for name, path, parse in (
@@ -318,8 +317,14 @@ def gather_files(files: DoctorFiles) -> Evidence:
         else:
             ev.missing(name, not_given.format(f"{name}-file"))
     if files.iommu_file:
-        ev.iommu = parse_groups(_file(files.iommu_file, "--iommu-file"))
-        ev.got("iommu", files.iommu_file)
+        groups = parse_groups(_file(files.iommu_file, "--iommu-file"))
+        if groups.types or groups.devices:
+            ev.iommu = groups
+            ev.got("iommu", files.iommu_file)
+        else:  # the capture's grep/ls found no /sys/kernel/iommu_groups, as live would say
+            ev.missing(
+                "iommu", f"{files.iommu_file}: no IOMMU group (no IOMMU enabled, or exposed)"
+            )
     else:
         ev.missing("iommu", not_given.format("iommu-file"))
     ev.missing("memory_peers", "only read live (/sys/kernel/mm/memory_peers)")
@@ -337,6 +342,40 @@ def gather_files(files: DoctorFiles) -> Evidence:
         ev.missing("env", not_given.format("env-file"))
     _no_run_yet(ev)
     return ev
+
+
+def _lspci_tree(text: str, path: str) -> bool:
+    try:
+        return guess_kind(clean_lines(text, path)) == "lspci -tv"
+    except ParseError:
+        return False
+
+
+def _topology_files(ev: Evidence, files: DoctorFiles, lspci: list[str]) -> None:
+    """The topology of the files; an lspci capture the topology's parser refuses (a cut
+    listing) is left out of it rather than costing the topo -m matrix."""
+    where = ", ".join(x for x in [files.topo_file, *files.p2p_file] if x) or "files"
+    capture = CaptureFiles(
+        topo_file=files.topo_file,
+        p2p_file=list(files.p2p_file),
+        smi_q_file=files.smi_q_file,
+        lspci_file=lspci,
+    )
+    try:
+        ev.topology = from_files(capture)
+        ev.got("topology", where)
+        return
+    except GpulaneError as err:
+        if not lspci:
+            ev.missing("topology", f"topology from the files: {err}")
+            return
+        why = str(err)
+    capture.lspci_file = []
+    try:
+        ev.topology = from_files(capture)
+        ev.got("topology", f"{where} (lspci left out: {why[:200]})")
+    except GpulaneError as err:
+        ev.missing("topology", f"topology from the files: {err}")
 
 
 # -- a run directory and NCCL's own lines --------------------------------------------------

@@ -154,3 +154,24 @@ def test_every_check_is_documented_and_every_file_option_exists():
 def test_checks_say_why_they_did_not_run_on_empty_evidence(name: str):
     report = run_doctor(gather_files(DoctorFiles()), only=[name])
     assert report.not_run.get(name)
+
+
+@pytest.mark.parametrize(
+    ("lspci", "left_out"),
+    [
+        ("nccl629_grep_acsctl_tabs.txt", None),  # no device line: ACS only
+        ("stelline_puget_wrx90_lspci_tv.txt", None),  # a tree: the topology's PCIe tree
+        ("openvmm3461_root_port_acs_disabled_ELIDED.txt", ":12: unexpected unindented line"),
+    ],
+)
+def test_an_lspci_capture_the_topology_cannot_use_costs_it_nothing(lspci: str, left_out: Any):
+    """topo -m and nvidia-smi -q still give the topology (its P2P, links and NUMA checks)
+    whatever the lspci file holds; a listing the topology's parser refuses is named."""
+    ev = gather_files(DoctorFiles(**H200, lspci_file=str(PUBLIC / "lspci" / lspci)))  # type: ignore[arg-type]
+    assert ev.topology is not None and [g.name for g in ev.topology.gpus] == ["GPU0", "GPU1"]
+    assert ev.sources["lspci"].endswith(lspci)
+    where = ev.sources["topology"]
+    assert ("(lspci left out: " in where) == (left_out is not None)
+    assert left_out is None or left_out in where
+    report = run_doctor(ev)
+    assert {"p2p", "pcie_link"} <= set(report.ran)

@@ -106,8 +106,10 @@ def h200_row(preset: str) -> Row:
         d / "rows.jsonl" for d in H200.iterdir() if "-".join(d.name.split("-")[2:-1]) == preset
     ]
     rec = json.loads(rows.read_text().splitlines()[-1])
-    keep = {k: rec[k] for k in ("run_id", "build", "path", "world_size", "nodes", "env", "extra")}
-    return row(rec["extra"]["nccl"], **{k: v for k, v in keep.items() if k != "extra"})
+    keep = {k: rec[k] for k in ("run_id", "build", "path", "world_size", "nodes", "env")}
+    out = row(rec["extra"]["nccl"], **keep)
+    out.extra["hosts"] = rec["extra"]["hosts"]  # the ranks' hosts, as the sweep found them
+    return out
 
 
 def test_sockets_inside_one_node_are_judged_as_the_pair_they_replace():
