@@ -75,26 +75,43 @@ TARGETS = [
         "nccl-tests-table",
         ("gpulane/collectives/nccl_tests/table.py", "gpulane/collectives/nccl_tests/text.py"),
         (
+            "tests/collectives/nccl_tests/test_table.py",
             "tests/collectives/nccl_tests/test_text.py",
             "tests/collectives/nccl_tests/test_logs.py",
             "tests/collectives/nccl_tests/test_table_cuts.py",
             "-k",
             "not fuzz",
         ),
+        # mutmut 3 names a function's mutants module.x_<function>__mutmut_N and a method's
+        # module.xǁ<Class>ǁ<method>__mutmut_N; "__mutmut_" ends the name, so that x_take
+        # does not also take x_take_whole
         functions=tuple(
-            f"{NT}.{f}*"
+            f"{NT}.{f}__mutmut_*"
             for f in (
-                "table.x__accept_",
-                "table.x__count_or_na_",
-                "table.x_parse_columns_",
-                "table.x_table_start_",
-                "table.x_take_",
-                "table.x_measurements_",
-                "table.x_to_int_",
-                "table.x_finite_",
-                "text.xǁTextReaderǁ_table_line_",
-                "text.xǁTextReaderǁ_emit_",
-                "text.xǁTextReaderǁ_close_pending_",
+                *(
+                    f"table.x_{fn}"
+                    for fn in (
+                        "to_int",
+                        "finite",
+                        "_uint",
+                        "_int",
+                        "_word",
+                        "_float",
+                        "_float_or_na",
+                        "_count_or_na",
+                        "_date",
+                        "_clock",
+                        "_accept",
+                        "parse_columns",
+                        "table_start",
+                        "take_whole",
+                        "take",
+                        "measurements",
+                    )
+                ),
+                "text.xǁTextReaderǁ_table_line",
+                "text.xǁTextReaderǁ_emit",
+                "text.xǁTextReaderǁ_close_pending",
             )
         ),
         note="the text table: columns, tokens, values of a table line",
