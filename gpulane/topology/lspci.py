@@ -23,6 +23,8 @@ _LNKSTA_RE = re.compile(r"^\s+LnkSta:\s+(.*)$")
 _SPEED_RE = re.compile(r"Speed ([0-9.]+)GT/s|Speed (unknown)")
 _WIDTH_RE = re.compile(r"Width x(\d{1,2})")
 _CLEAN_NAME_RE = re.compile(r"\s*\((?:rev [0-9a-fA-F]+|prog-if [^)]*\])\)")
+# a device line cut inside its "(rev ..)" or "(prog-if ..)" suffix: the fragment is no name
+_CUT_SUFFIX_RE = re.compile(r"\s*\((?:r|re|rev|rev [0-9a-fA-F]*|p|pr|pro|prog|prog-|prog-if[^)]*)$")
 _NUMA_RE = re.compile(r"^\s+NUMA node:\s*(-?\d+)\s*$")
 _EXPRESS_RE = re.compile(r"Capabilities: \[[0-9a-f]+\] Express \(v\d\) (.*?)(?:, MSI.*)?$")
 
@@ -109,7 +111,11 @@ def parse_lspci_verbose(text: str, source: str = "<text>") -> list[LspciDevice]:
             if bus in seen:
                 raise ParseError(f"device {bus} listed twice", source, number)
             seen.add(bus)
-            name = _CLEAN_NAME_RE.sub("", m.group(3)).strip()
+            raw = m.group(3)
+            # the name is what comes before its "(rev ..)"/"(prog-if ..)" suffixes: a cut
+            # into them, or anything between them, is no part of it
+            first = _CLEAN_NAME_RE.search(raw)
+            name = _CUT_SUFFIX_RE.sub("", raw[: first.start()] if first else raw).strip()
             devices.append(LspciDevice(bus_id=bus, cls=m.group(2).strip(), name=name, line=number))
             continue
         if not line[0].isspace():

@@ -81,6 +81,8 @@ def leaves(obj: Any, key: str | None = None) -> Iterator[tuple[str | None, Any]]
 
 def assert_only_what_the_text_says(parsed: Any, text: str) -> None:
     """Every string and number in ``parsed`` is in ``text`` (case aside), but for MADE."""
+    # the parsers drop terminal colour codes (nvidia-smi prints them): the text without them
+    text = re.sub(r"\x1b\[[0-9;]*m", "", text)
     folded = text.casefold()
     for key, value in leaves(parsed):
         if key in MADE or value is None or isinstance(value, bool):
