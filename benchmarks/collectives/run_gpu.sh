@@ -20,7 +20,8 @@
 # binary, gpulane 10-25 s a run); GRAPH_BIG=0 leaves out graph mode from 1 MiB (about
 # 90 s). ROUNDS=N changes the number of rounds; STREAM_CHECK=1 adds, in
 # each round, backend=nccl plain with backend.loop=python backend.stream=current (torch's
-# legacy default stream, as gpulane issued before issue 20; about 12 s a round).
+# legacy default stream, as gpulane issued before issue 20; about 12 s a round);
+# BIND_CHECK=1 adds the C loop with the ranks bound to cores (about 14 s a round).
 set -u
 out=${1:?usage: run_gpu.sh OUT}
 rounds=${ROUNDS:-3}
@@ -68,6 +69,12 @@ gl() {
   fi
   if [ "$r" -le "${GRAPH_ROUNDS:-$rounds}" ]; then
     step "gl-graph-r$r" 120 "${g[@]}" "${small[@]}" graph=true graph_launches=20 build=graph-r$r
+  fi
+  # BIND_CHECK=1: the C loop again with each rank bound to a core (launcher.bind=core), as
+  # mpirun binds nccl-tests' ranks: the first candidate for issue 20's plain-mode misses
+  if [ "${BIND_CHECK:-0}" = 1 ]; then
+    step "gl-plain-c-bound-r$r" 120 "${g[@]}" "${small[@]}" backend.loop=c launcher.bind=core \
+      build=plain-c-bound-r$r
   fi
   if [ "${STREAM_CHECK:-0}" = 1 ]; then
     step "gl-plain-cur-r$r" 120 "${g[@]}" "${small[@]}" backend.loop=python \

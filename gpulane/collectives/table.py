@@ -100,11 +100,11 @@ class SweepView:
         return self.current_op or "sweep"
 
     def summary(self, rows: list[dict[str, Any]]) -> list[str]:
-        measured = [r for r in rows if r.get("time_us") is not None]
+        measured = [r for r in rows if isinstance(r.get("busbw_gbps"), (int, float))]
         out = []
         for what, why in sorted(self.missing.items()):
             out.append(f"# n/a: {what}: {why}")
-        if measured:
+        if measured:  # rows with a bandwidth (a row of a timed job may carry none)
             avg = statistics.fmean(r["busbw_gbps"] for r in measured)
             out.append(f"# Avg bus bandwidth    : {avg:.4f} GB/s over {len(measured)} rows")
         overhead = overhead_line(self.run_dir)

@@ -9,6 +9,9 @@ from typing import Any
 @dataclass
 class LocalLauncherConfig:
     name: str = "local"
+    # none: the kernel places the ranks; core: rank r on one core of its own (the r-th of
+    # the CPUs this process may use), as mpirun binds nccl-tests' ranks by default
+    bind: str = "none"
 
 
 @dataclass

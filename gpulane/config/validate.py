@@ -12,6 +12,7 @@ from gpulane.config.common import CommonConfig
 from gpulane.errors import InputError
 
 DEVICES = ("auto", "cuda", "cpu")
+BINDS = ("none", "core")
 
 
 def whole(value: Any, key: str, minimum: int, words: str = "") -> int:
@@ -31,6 +32,10 @@ def check(cfg: CommonConfig) -> None:
         raise InputError(f"timeout_s: expected seconds > 0, got {cfg.timeout_s!r}")
     if not str(cfg.results_dir or "").strip():
         raise InputError("results_dir: expected a directory, got an empty value")
+    launcher = getattr(cfg, "launcher", None)
+    bind = getattr(launcher, "bind", None)
+    if bind is not None and str(bind) not in BINDS:
+        raise InputError(f"launcher.bind: expected none or core, got {bind!r}")
     device = getattr(cfg, "device", None)
     if device is not None and str(device).lower() not in DEVICES:
         raise InputError(f"device: expected auto, cuda or cpu, got {device!r}")

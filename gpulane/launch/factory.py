@@ -19,7 +19,7 @@ def make_launcher(cfg: CommonConfig, device: str = "cpu", needs_mpi: bool = Fals
     if name == "local":
         from gpulane.launch.local import LocalLauncher
 
-        return LocalLauncher()
+        return LocalLauncher(bind=str(getattr(section, "bind", None) or "none"))
     if name == "mpirun":
         from gpulane.launch.mpirun.launcher import MpirunLauncher, MpirunSettings
 

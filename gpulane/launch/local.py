@@ -39,7 +39,9 @@ SETTLE_S = 3.0
 class LocalLauncher(Launcher):
     name = "local"
 
-    def __init__(self) -> None:
+    def __init__(self, bind: str = "none") -> None:
+        self.bind = bind
+        self.cores: dict[int, int] = {}  # rank -> the core it is bound to (bind=core)
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
         self.logs: list[IO[bytes]] = []
         self.spec: LaunchSpec | None = None
@@ -57,7 +59,8 @@ class LocalLauncher(Launcher):
             )
 
     def describe(self, spec: LaunchSpec) -> str:
-        return f"{spec.nprocs} local processes"
+        bound = ", each bound to a core of its own" if self.bind == "core" else ""
+        return f"{spec.nprocs} local processes{bound}"
 
     def program_layout(self, world: int) -> tuple[int, int]:
         return 1, world
@@ -92,9 +95,23 @@ class LocalLauncher(Launcher):
                 stdin=subprocess.DEVNULL,
                 start_new_session=spec.program is not None,
             )
+        if self.bind == "core":
+            self._bind_to_cores()
         if spec.program is not None:
             self.output = OutputWatch(log_path(spec.run_dir, 0), spec.timeout_s)
         self.started = time.monotonic()
+
+    def _bind_to_cores(self) -> None:
+        """Rank r on the r-th CPU this process may use (round robin past the last), set
+        before the rank has started a thread: the threads it starts inherit it."""
+        cpus = sorted(os.sched_getaffinity(0))
+        for rank, proc in self.procs.items():
+            core = cpus[rank % len(cpus)]
+            try:
+                os.sched_setaffinity(proc.pid, {core})
+            except ProcessLookupError:  # already gone: its exit is reported as usual
+                continue
+            self.cores[rank] = core
 
     def poll(self) -> LaunchResult | None:
         if self.result is not None:

@@ -208,3 +208,64 @@ def test_rank_that_skips_a_collective_hangs_its_peer_and_is_caught(tmp_path: Pat
     assert "all_reduce 4 KiB" in errors[0]["error"]  # the third point: 1K, 2K, 4K
     assert "gpulane: error:" in err
     assert took < 60
+
+
+def affinity_job(cfg: Any, ctx: Any) -> None:
+    """Each rank writes the CPUs it may run on, after starting a thread of its own (which
+    inherits them)."""
+    import threading
+
+    seen: list[set[int]] = []
+    t = threading.Thread(target=lambda: seen.append(os.sched_getaffinity(0)))
+    t.start()
+    t.join()
+    cpus = sorted(os.sched_getaffinity(0) | seen[0])
+    (Path(ctx.run_dir) / f"cpus-{ctx.rank}").write_text(",".join(map(str, cpus)))
+    if ctx.is_leader:  # one row: the run measured something
+        from gpulane.record import Row, RowWriter
+
+        with RowWriter(ctx.run_dir) as writer:
+            writer.write(
+                Row(
+                    run_id="affinity",
+                    kind="collective",
+                    backend="test",
+                    op="all_reduce",
+                    time_us=1.0,
+                )
+            )
+
+
+@pytest.mark.parametrize("bind", ["core", "none"])
+def test_bind_core_puts_each_rank_on_a_core_of_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], bind: str
+) -> None:
+    from gpulane.rundir import make_run_dir, save_config
+    from gpulane.session.sweep import launch_job
+
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).resolve().parents[2]))
+    cfg = local_job_config(tmp_path)
+    cfg.launcher.bind = bind
+    run = make_run_dir(cfg)
+    saved = save_config(cfg, run, world_size=2)
+    assert launch_job(saved, run, {}, "tests.launch.test_local:affinity_job", 2, "cpu") == 0
+    mine = sorted(os.sched_getaffinity(0))
+    got = [(run.path / f"cpus-{r}").read_text() for r in range(2)]
+    if bind == "core":
+        assert got == [str(mine[0]), str(mine[1 % len(mine)])]
+        assert "2 local processes, each bound to a core of its own" in capsys.readouterr().out
+    else:
+        assert got == [",".join(map(str, mine))] * 2
+
+
+def test_an_unknown_bind_is_bad_input(tmp_path: Path) -> None:
+    p = subprocess.run(
+        [sys.executable, "-m", "gpulane.cli", "sweep", "launcher.bind=socket",
+         f"results_dir={tmp_path}", "progress=false"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert p.returncode == 2
+    assert p.stderr.strip().splitlines() == [
+        "gpulane: error: launcher.bind: expected none or core, got 'socket'"
+    ]
+    assert not list(tmp_path.iterdir())
