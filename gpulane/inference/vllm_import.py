@@ -349,7 +349,13 @@ class _Text:
                 try:
                     target[key] = _num(value)
                 except ValueError:
-                    target[key] = None if value == "None" else value
+                    if value != "None":  # every one of these is a number (or None)
+                        raise ParseError(
+                            f"{name.strip()}: {value!r} is not a number (a damaged or cut line)",
+                            self.source,
+                            number,
+                        ) from None
+                    target[key] = None
                 return
         if m := _THROUGHPUT_RE.search(line):
             yield from self.finish(number, "is followed by another result")

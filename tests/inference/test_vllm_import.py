@@ -238,3 +238,14 @@ def test_utf16_printout(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     path.write_bytes(text(SERVING).encode("utf-16"))
     status, out, _ = run_parse(capsys, "vllm", str(path), "--json")
     assert status == 0 and json_rows(out)[0]["tokens_per_s"] == 382.89
+
+
+def test_a_serving_figure_cut_after_its_colon_is_an_error_not_a_string(tmp_path: Path) -> None:
+    # found by the cut fuzz test: "Successful requests:" with its number cut off was kept
+    # as the string '' in a numeric field
+    whole = text(QWEN)
+    at = whole.index("Successful requests:") + len("Successful requests:")
+    cut = tmp_path / "cut.txt"
+    cut.write_text(whole[:at] + "    \n" + whole[at:].split("\n", 1)[1])
+    with pytest.raises(ParseError, match=r"Successful requests: '' is not a number"):
+        list(read_vllm(cut))

@@ -43,11 +43,13 @@ def sinfo(env: dict[str, str]) -> dict[str, str]:
     return dict(line.split() for line in out.stdout.splitlines() if line.strip())
 
 
-def fault(node: str, action: str, *peer: str) -> str:
+def fault(node: str, action: str, *peer: str, loss_pct: int = 1) -> str:
     """Inject (or clear) a fault; a fault that cannot be made fails the test with why."""
+    env = {**os.environ, "GPULANE_SLURM_LOSS_PCT": str(loss_pct)}
     proc = subprocess.run(
-        ["bash", str(FAULT), node, action, *peer], capture_output=True, text=True, timeout=120
-    )
+        ["bash", str(FAULT), node, action, *peer],
+        capture_output=True, text=True, timeout=120, env=env,
+    )  # fmt: skip
     assert proc.returncode == 0, (
         f"slurm-fault.sh {node} {action} failed (namespaces, tc and nftables must be "
         f"permitted here): {proc.stderr.strip() or proc.stdout.strip()}"
@@ -221,9 +223,12 @@ def test_accept_per_node_then_allocation(cluster: dict[str, str], tmp_path: Path
 
 
 def test_lossy_link_names_its_pair(cluster: dict[str, str], tmp_path: Path) -> None:
-    # TCP loses most to 1 % loss at medium messages (a lost tail waits for a retransmit
-    # timeout): the pairs are judged at 256 KiB.
-    fault("c2", "lossy", "c3")
+    # TCP loses most to loss at medium messages (a lost tail waits for a retransmit
+    # timeout): the pairs are judged at 256 KiB. At 1 % (and at 3 %) a lost tail was too
+    # rare in 50 iterations for the pair to fall reliably past the 50 % outlier limit on
+    # this busy 2-core box (one CI run: 46 % below; two runs at 3 %: not below at all);
+    # at 10 % it does.
+    fault("c2", "lossy", "c3", loss_pct=10)
     try:
         res, _ = campaign(
             cluster,
