@@ -10,12 +10,11 @@ WIDTH = 100
 
 
 def render_text(report: Report) -> list[str]:
-    where = "this machine" if report.live else "captured files"
-    # offline, the host is already named after the files
-    name = report.host if report.live or "captured" not in report.host else ""
+    # offline the evidence's host already reads "(captured files)"
+    where = f"{report.host} (this machine)" if report.live else report.host
     c = report.counts()
     lines = [
-        f"# gpulane doctor: {name + ' ' if name else ''}({where}): {c['error']} error(s), "
+        f"# gpulane doctor: {where}: {c['error']} error(s), "
         f"{c['warning']} warning(s), {c['info']} note(s)"
     ]
     for n, f in enumerate(report.findings, start=1):

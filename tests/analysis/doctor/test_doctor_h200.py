@@ -112,6 +112,12 @@ def test_the_nvlink_run_alone_has_no_transport_error(capsys):
     assert status == 0
 
 
+def test_the_text_report_names_where_its_evidence_came_from_once(capsys):
+    assert cli(["doctor", *_args(), "--run", str(_run("nvlink"))]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first == "# gpulane doctor: (captured files): 0 error(s), 1 warning(s), 2 note(s)"
+
+
 def test_the_rule_on_the_rows_as_recorded_and_as_read_again():
     """The socket run's rows were written before nccl_logs knew one-host sockets: their
     extra.nccl lists GPU0 and GPU1 under `net`. The rule pairs them (the rows' hosts say one
@@ -129,6 +135,15 @@ def test_the_rule_on_the_rows_as_recorded_and_as_read_again():
         assert c.message.endswith(
             "NCCL_P2P_DISABLE=1 and NCCL_SHM_DISABLE=1 in the run's environment"
         )
+    # P2P off alone: host memory (SHM) on the NV18 pair, the one variable named
+    pcie_host = list(read_rows(_run("pcie-host") / "rows.jsonl"))
+    v = evaluate(frame_from_rows(pcie_host), rule_set(), h200_topology())
+    (c,) = [c for c in v.checks if c.rule == "nccl_transport_matches_path"]
+    assert (c.status, c.subject) == (FAIL, "GPU0-GPU1")
+    assert c.message == (
+        "NV18: NCCL used SHM, not P2P over NVLink; likely cause: NCCL_P2P_DISABLE=1 in the "
+        "run's environment"
+    )
     nvlink = list(read_rows(_run("nvlink") / "rows.jsonl"))
     v = evaluate(frame_from_rows(nvlink), rule_set(), h200_topology())
     (c,) = [c for c in v.checks if c.rule == "nccl_transport_matches_path"]

@@ -3,7 +3,6 @@ public INFO logs by topology/nccl_logs.summary) and the H200 machine's topology.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -95,37 +94,3 @@ def test_builds_are_named_apart():
     assert {(c.subject.split("/")[0], c.status) for c in checks} == {
         ("pcie-host", FAIL), ("nvlink", PASS)
     }  # fmt: skip
-
-
-H200 = Path(__file__).resolve().parents[3] / "benchmarks" / "doctor" / "h200x2" / "runs"
-
-
-def h200_row(preset: str) -> Row:
-    """The last row of the 2xH200 machine's sweep with that preset (NCCL 2.28.9's account)."""
-    (rows,) = [
-        d / "rows.jsonl" for d in H200.iterdir() if "-".join(d.name.split("-")[2:-1]) == preset
-    ]
-    rec = json.loads(rows.read_text().splitlines()[-1])
-    keep = {k: rec[k] for k in ("run_id", "build", "path", "world_size", "nodes", "env")}
-    out = row(rec["extra"]["nccl"], **keep)
-    out.extra["hosts"] = rec["extra"]["hosts"]  # the ranks' hosts, as the sweep found them
-    return out
-
-
-def test_sockets_inside_one_node_are_judged_as_the_pair_they_replace():
-    # Both ranks in one VM with P2P and SHM switched off: NCCL connects them through its
-    # socket network. That is no "between nodes" case and no missing InfiniBand: the
-    # NV18 pair lost P2P, and both variables are named.
-    (c,) = lines([h200_row("socket")])
-    assert (c.status, c.subject) == (FAIL, "GPU0-GPU1")
-    assert c.message == (
-        "NV18: NCCL used NET/Socket, not P2P over NVLink; likely cause: NCCL_P2P_DISABLE=1 "
-        "and NCCL_SHM_DISABLE=1 in the run's environment"
-    )
-    (c,) = lines([h200_row("pcie-host")])
-    assert (c.status, c.subject) == (FAIL, "GPU0-GPU1")
-    assert c.message.endswith(
-        "NCCL used SHM, not P2P over NVLink; likely cause: NCCL_P2P_DISABLE=1 in the run's environment"
-    )
-    (c,) = lines([h200_row("nvlink")])
-    assert (c.status, c.message) == (PASS, "NV18: NCCL used P2P/CUMEM")
