@@ -23,8 +23,8 @@ _LNKSTA_RE = re.compile(r"^\s+LnkSta:\s+(.*)$")
 _SPEED_RE = re.compile(r"Speed ([0-9.]+)GT/s|Speed (unknown)")
 _WIDTH_RE = re.compile(r"Width x(\d{1,2})")
 _CLEAN_NAME_RE = re.compile(r"\s*\((?:rev [0-9a-fA-F]+|prog-if [^)]*\])\)")
-# a device line cut inside its "(rev ..)" or "(prog-if ..)" suffix: the fragment is no name
-_CUT_SUFFIX_RE = re.compile(r"\s*\((?:r|re|rev|rev [0-9a-fA-F]*|p|pr|pro|prog|prog-|prog-if[^)]*)$")
+# a device line cut inside a parenthesis (its "(rev ..)" or "(prog-if ..)"): no name part
+_CUT_SUFFIX_RE = re.compile(r"\s*\([^)]*$")
 _NUMA_RE = re.compile(r"^\s+NUMA node:\s*(-?\d+)\s*$")
 _EXPRESS_RE = re.compile(r"Capabilities: \[[0-9a-f]+\] Express \(v\d\) (.*?)(?:, MSI.*)?$")
 

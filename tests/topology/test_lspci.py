@@ -145,3 +145,14 @@ def test_errors() -> None:
     )
     with pytest.raises(ParseError):
         parse_lspci_tree(t, "l")
+
+
+@pytest.mark.parametrize(
+    "tail",
+    ["(p", "(prog-if 00 [VGA", "(rev a", "(rev a1)X (prog-if 00 [VGA controller])", "(rev a1)"],
+)
+def test_a_device_name_stops_before_its_suffixes_even_cut_or_mixed(tail: str) -> None:
+    # found by the fuzz test: a line cut inside "(prog-if" gave the name "... (p"
+    line = f"01:00.0 VGA compatible controller: NVIDIA Corporation GA102GL [RTX A6000] {tail}"
+    (dev,) = parse_lspci_verbose(line)
+    assert dev.name == "NVIDIA Corporation GA102GL [RTX A6000]"
