@@ -49,6 +49,7 @@ ok=0
 
 fail() {
   echo "=== STOPPED: $*" | tee -a "$OUT/steps.log"
+  cp "$WORK"/log/*.log "$OUT/" 2>/dev/null # the daemons' own account of why
   exit 1
 }
 
@@ -149,7 +150,9 @@ cp "$SLURM_CONF" "$WORK/etc/gres.conf" "$OUT/"
 # (and removed at the end) when none is there.
 LINKED=""
 start_slurmd() {
-  if unshare -m --propagation private true 2>/dev/null; then
+  # the namespace way needs bind mounts too: where they are refused (seen on the lent
+  # Firecracker VM, 2026-11-27: "slurmd did not start"), fall back to the link.
+  if unshare -m --propagation private sh -c "mount --bind /usr/sbin /usr/sbin" 2>/dev/null; then
     mkdir -p "$WORK/sbin" "$WORK/orig-sbin"
     for f in /usr/sbin/*; do ln -sf "$WORK/orig-sbin/${f##*/}" "$WORK/sbin/"; done
     ln -sf "$SBIN/slurmstepd-wlm" "$WORK/sbin/slurmstepd"
@@ -164,7 +167,11 @@ start_slurmd() {
   fi
 }
 "$SBIN/slurmctld-wlm" 2>>"$OUT/steps.log" || fail "slurmctld did not start"
-start_slurmd 2>>"$OUT/steps.log" || fail "slurmd did not start"
+if ! start_slurmd 2>>"$OUT/steps.log"; then
+  # its reason, in the foreground and verbose, for the record
+  timeout 8 "$SBIN/slurmd-wlm" -D -vvv >"$OUT/slurmd-foreground.log" 2>&1
+  fail "slurmd did not start (slurmd-foreground.log)"
+fi
 state=""
 for _ in $(seq 1 300); do
   state=$(sinfo -h -o %T 2>/dev/null | head -1)
