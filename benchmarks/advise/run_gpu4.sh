@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# The advisor on 4 GPUs (issue 32), in one device call of about 8 minutes (4x H200).
+#
+#   bash benchmarks/advise/run_gpu4.sh OUTDIR        # on the lent nvidia-h200-x4 / h100-x4
+#   python benchmarks/advise/heldout4.py OUTDIR --md OUTDIR/heldout4.md   # CPU, afterwards
+#
+# Steps, in order of what matters most (each under `timeout`, each logged with its UTC
+# time and seconds to OUTDIR/steps.log; a step that would not fit in what is left of
+# BUDGET_S seconds is skipped and says so, so a partial run is still read by heldout4.py):
+#  1. machine.txt; topology.json (`gpulane topo --json`); copy_bw.json (HBM copy rate and
+#     bf16 matrix rate, benchmarks/inference/copy_bw.py) for the decode ratios.
+#  2. `gpulane advise measure=true` for DENSE (qwen2.5-72b, LAYERS of 80 layers) on 4 GPUs,
+#     batch 4,32, input 512,2048, output 64: it measures the collectives (gpulane sweep,
+#     2 and 4 ranks), probes the topology and writes it beside them, runs the short
+#     calibration of the model itself (TP=1 and TP=2) and prints its advice
+#     (advise-DENSE.txt); everything it made is under OUTDIR/advise.
+#  3. the measured side: `gpulane tokens` of DENSE at TP=4, PP=2xTP=2 and PP=4, same grid
+#     (OUTDIR/runs; the advisor never reads these).
+#  4. the same for MOE (qwen3-30b-a3b, 8 of 48 layers: 128 experts, top-8), advised on
+#     the collective rows step 2 measured (measure=true: it only calibrates).
+#  5. the decode step against roofline + its collectives: llama3-8b at TP=1 (GPU 0) and
+#     TP=2 (GPUs 2,3; the two at once, on disjoint GPUs), then TP=4; batch 1,16, input
+#     1024, output 64, with compute-only times (OUTDIR/decode). The 70B-class figures come
+#     from DENSE's runs of steps 2 and 3 (TP=1 and TP=2 calibration, TP=4 measured).
+# Models: qwen2.5-72b and qwen3-30b-a3b were never run by this project before (held out).
+set -uo pipefail
+OUT=${1:?usage: run_gpu4.sh OUTDIR}
+BUDGET_S=${BUDGET_S:-470}
+DENSE=${DENSE:-qwen2.5-72b}
+DENSE_LAYERS=${DENSE_LAYERS:-8}
+MOE=${MOE:-qwen3-30b-a3b}
+MOE_LAYERS=${MOE_LAYERS:-8}
+GRID=(batch=4,32 input_len=512,2048 output_len=64)
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+cd "$ROOT" || exit 1
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+out=$OUT  # benchmarks/gpu/env.sh's log() writes to $out/steps.log
+# shellcheck source=../gpu/env.sh
+source benchmarks/gpu/env.sh
+PY=${PYTHON:-python3}
+G=("$PY" -m gpulane.cli)
+
+stamp() { date -u +%H:%M:%S; }
+# run NAME NEED_S LIMIT_S CMD...: CMD under `timeout`, its output to OUT/NAME.txt; skipped
+# when fewer than NEED_S seconds of the budget are left
+run() {
+  local name=$1 need=$2 limit=$3 left=$((BUDGET_S - SECONDS)); shift 3
+  if [ "$left" -lt "$need" ]; then
+    echo "$(stamp) +${SECONDS}s $name: SKIPPED ($left s of the budget left, needs ~$need)" \
+      | tee -a "$OUT/steps.log"
+    return 0
+  fi
+  [ "$limit" -gt "$left" ] && limit=$left
+  echo "$(stamp) +${SECONDS}s $name: start (limit ${limit}s): $*" | tee -a "$OUT/steps.log"
+  local t0=$SECONDS
+  timeout "$limit" "$@" >"$OUT/$name.txt" 2>&1
+  local rc=$?
+  echo "$(stamp) +${SECONDS}s $name: exit $rc in $((SECONDS - t0)) s" | tee -a "$OUT/steps.log"
+  grep -E "^  batch|error|Error" "$OUT/$name.txt" | head -8
+  return 0
+}
+
+{
+  echo "date: $(date -u +%FT%TZ)"
+  echo "host: $(hostname)"
+  echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
+  "$PY" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "nccl", torch.cuda.nccl.version())'
+} >"$OUT/machine.txt" 2>&1
+cat "$OUT/machine.txt"
+echo "$(stamp) +0s budget ${BUDGET_S}s: $DENSE ($DENSE_LAYERS layers), $MOE ($MOE_LAYERS layers)" \
+  | tee "$OUT/steps.log"
+
+# 1. topology and rates (stdout straight to the JSON files; their stderr to NAME.txt)
+run topo 20 60 bash -c "${G[*]} topo --json >'$OUT/topology.json'"
+run copy_bw 20 60 bash -c "CUDA_VISIBLE_DEVICES=0 $PY benchmarks/inference/copy_bw.py >'$OUT/copy_bw.json'"
+
+advise() {  # advise NAME MODEL LAYERS [run=...]: the advisor as a user runs it
+  local name=$1 model=$2 layers=$3; shift 3
+  run "advise-$name" 60 200 "${G[@]}" advise model="$model" model.num_layers="$layers" \
+    gpus=4 "${GRID[@]}" measure=true results_dir="$OUT/advise" "$@"
+}
+measured() {  # measured NAME MODEL LAYERS: the three 4-GPU splits, as gpulane tokens runs
+  local name=$1 model=$2 layers=$3 split tag
+  for split in "tp=4 pp=1" "tp=2 pp=2" "tp=1 pp=4"; do
+    tag=${split// /-}
+    tag=${tag//=/}
+    # shellcheck disable=SC2086  # $split is two overrides
+    run "tokens-$name-$tag" 30 120 "${G[@]}" tokens model="$model" layers="$layers" $split \
+      "${GRID[@]}" warmup=1 iters=2 comm_off=false build=advise-measured \
+      results_dir="$OUT/runs"
+  done
+}
+
+# 2-3. dense: measure, calibrate, advise; then the measured splits
+advise dense "$DENSE" "$DENSE_LAYERS"
+measured dense "$DENSE" "$DENSE_LAYERS"
+
+# 4. mixture of experts, on the collective rows step 2 measured (and the topology it
+# wrote beside them): measure=true then only calibrates on the model itself
+advise moe "$MOE" "$MOE_LAYERS" run="$OUT/advise"
+measured moe "$MOE" "$MOE_LAYERS"
+
+# 5. decode step ratios of the 8B at TP=1, 2, 4 (compute-only times beside)
+D=(model=llama3-8b pp=1 batch=1,16 input_len=1024 output_len=64 warmup=1 iters=1
+   comm_off=true build=advise-measured results_dir="$OUT/decode")
+if [ $((BUDGET_S - SECONDS)) -ge 60 ]; then
+  run decode-8b-tp1 60 120 env CUDA_VISIBLE_DEVICES=0 "${G[@]}" tokens tp=1 "${D[@]}" &
+  sleep 2  # distinct run ids
+  run decode-8b-tp2 60 120 env CUDA_VISIBLE_DEVICES=2,3 "${G[@]}" tokens tp=2 "${D[@]}" &
+  wait
+fi
+run decode-8b-tp4 40 120 "${G[@]}" tokens tp=4 "${D[@]}"
+
+# the table (CPU work; also runnable elsewhere from OUTDIR alone)
+"$PY" benchmarks/advise/heldout4.py "$OUT" --md "$OUT/heldout4.md" --rows "$OUT/heldout4.jsonl" \
+  >"$OUT/heldout4.txt" 2>&1
+echo "$(stamp) +${SECONDS}s table: exit $? (heldout4.md)" | tee -a "$OUT/steps.log"
+echo "== done: $OUT"
