@@ -111,7 +111,9 @@ def test_experts_at_few_tokens_are_bound_by_the_weights_they_reach() -> None:
         c = step_cost(shape, "prefill", 1, tokens, 2)
         reached.append(c.expert_bytes / expert)
         assert c.expert_flops == 2 * 8 * 3 * 2048 * 768 * tokens
-    assert reached[0] == pytest.approx(8) and reached[1] == pytest.approx(128 * (1 - (120 / 128) ** 4))
+    assert reached[0] == pytest.approx(8) and reached[1] == pytest.approx(
+        128 * (1 - (120 / 128) ** 4)
+    )
     assert reached == sorted(reached) and reached[-1] == pytest.approx(128, rel=1e-6)
     c = step_cost(shape, "prefill", 1, 512, 2)
     bound = c.expert_bytes / 4000e9
