@@ -42,7 +42,9 @@ if str(ROOT) not in sys.path:  # run as a script: benchmarks.* beside gpulane
 
 from benchmarks.advise.heldout import err, pct, rows_under  # noqa: E402
 from benchmarks.inference.step_ratio import from_tokens  # noqa: E402
+from gpulane.inference.shapes import packaged_shape  # noqa: E402
 from gpulane.planning.comm import MeasuredComm  # noqa: E402
+from gpulane.planning.fixed import stage_launches  # noqa: E402
 
 TARGET = 0.15
 SPLITS = ("TP=4", "PP=2xTP=2", "PP=4")
@@ -225,22 +227,35 @@ def ratio_table(out: Path, dense: str | None) -> tuple[list[str], list[dict[str,
         f["layers"] = int(r["layers"])
         co = f.get("compute_only_ms")
         f["compute_ratio"] = None if co is None else round(co / f["roofline_ms"], 3)
+        if co is None and int(r["tp"]) == 1:  # one GPU: the step is compute alone
+            co = f["measured_ms"]
+            f["compute_ratio"] = round(co / f["roofline_ms"], 3)
+        # the per-kernel floor: what compute alone takes above the roofline, per kernel
+        # the step launches (gpulane.planning.fixed's counts; embedding and head: 3)
+        shape = packaged_shape(str(r["model"]))
+        if co is not None and shape is not None:
+            compiled = bool((r.get("extra") or {}).get("compile"))
+            kernels = stage_launches(shape.with_layers(f["layers"]), f["tp"], 1, 0, compiled)[0]
+            f["kernels"] = kernels + 3
+            f["floor_us_per_kernel"] = round((co - f["roofline_ms"]) / f["kernels"] * 1e3, 2)
         figs.append(f)
     lines = [
         f"# decode steps ({said}; collectives on the CUDA-graph curves advise measured)",
         "",
         "| model (layers) | TP | batch | input | step ms | roofline ms | collectives ms | "
-        "step / (roofline + comm) | compute alone ms | compute alone / roofline |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "step / (roofline + comm) | compute alone ms | compute alone / roofline | "
+        "kernels | above roofline, us per kernel | attention |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for f in sorted(figs, key=lambda f: (f["model"], f["tp"], f["batch"], f["input_len"])):
         coll_ms = "-" if f["collectives_ms"] is None else f"{f['collectives_ms']:.3f}"
-        co = "-" if f["compute_only_ms"] is None else f"{f['compute_only_ms']:.3f}"
+        co = "-" if f["compute_ratio"] is None else f"{f['compute_ratio'] * f['roofline_ms']:.3f}"
         cr = "-" if f["compute_ratio"] is None else f"{f['compute_ratio']:.2f}"
         lines.append(
             f"| {f['model']} ({f['layers']}) | {f['tp']} | {f['batch']} | {f['input_len']} | "
             f"{f['measured_ms']:.3f} | {f['roofline_ms']:.3f} | {coll_ms} | {f['ratio']:.2f} | "
-            f"{co} | {cr} |"
+            f"{co} | {cr} | {f.get('kernels', '-')} | {f.get('floor_us_per_kernel', '-')} | "
+            f"{f['variant']} |"
         )
     return lines, figs
 

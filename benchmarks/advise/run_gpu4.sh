@@ -104,8 +104,11 @@ advise moe "$MOE" "$MOE_LAYERS" run="$OUT/advise"
 measured moe "$MOE" "$MOE_LAYERS"
 
 # 5. decode step ratios of the 8B at TP=1, 2, 4 (compute-only times beside)
+# decode_attention=triton: attention over the live positions of the cache only (two
+# kernels); the 70B-class rows of steps 2-3 keep the default (bmm over the whole cache)
 D=(model=llama3-8b pp=1 batch=1,16 input_len=1024 output_len=64 warmup=1 iters=1
-   comm_off=true build=advise-measured results_dir="$OUT/decode")
+   comm_off=true decode_attention="${DECODE_ATTENTION:-triton}" build=advise-measured
+   results_dir="$OUT/decode")
 if [ $((BUDGET_S - SECONDS)) -ge 60 ]; then
   run decode-8b-tp1 60 120 env CUDA_VISIBLE_DEVICES=0 "${G[@]}" tokens tp=1 "${D[@]}" &
   sleep 2  # distinct run ids

@@ -86,6 +86,14 @@ def test_table_from_the_outdir_files_alone(outdir: Path, tmp_path: Path) -> None
     # the decode ratios: the TP=2 calibration rows against the 4216 GB/s roofline
     assert "copy 4216 GB/s measured" in text
     assert "| llama3-8b (32) | 2 | 1 | 512 |" in text
+    # the per-kernel floor: 32 compiled dense layers of 13 kernels, embedding and head
+    (fig,) = [json.loads(x) for x in rows.read_text().splitlines()
+              if json.loads(x).get("op") == "decode" and json.loads(x).get("batch") == 1
+              and "floor_us_per_kernel" in json.loads(x)]  # fmt: skip
+    assert fig["kernels"] == 32 * 13 + 3
+    assert fig["floor_us_per_kernel"] == pytest.approx(
+        (fig["compute_only_ms"] - fig["roofline_ms"]) / fig["kernels"] * 1e3, abs=0.01
+    )
 
 
 def test_all_within_and_right_exits_0(outdir: Path) -> None:
