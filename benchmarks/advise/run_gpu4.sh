@@ -9,19 +9,19 @@
 # BUDGET_S seconds is skipped and says so, so a partial run is still read by heldout4.py):
 #  1. machine.txt; topology.json (`gpulane topo --json`); copy_bw.json (HBM copy rate and
 #     bf16 matrix rate, benchmarks/inference/copy_bw.py) for the decode ratios.
-#  2. `gpulane advise measure=true` for DENSE (qwen2.5-72b, LAYERS of 80 layers) on 4 GPUs,
+#  2. `gpulane advise measure=true` for DENSE (qwen2.5-72b, 8 of 80 layers) on 4 GPUs,
 #     batch 4,32, input 512,2048, output 64: it measures the collectives (gpulane sweep,
 #     2 and 4 ranks), probes the topology and writes it beside them, runs the short
 #     calibration of the model itself (TP=1 and TP=2) and prints its advice
-#     (advise-DENSE.txt); everything it made is under OUTDIR/advise.
-#  3. the measured side: `gpulane tokens` of DENSE at TP=4, PP=2xTP=2 and PP=4, same grid
-#     (OUTDIR/runs; the advisor never reads these).
-#  4. the same for MOE (qwen3-30b-a3b, 8 of 48 layers: 128 experts, top-8), advised on
-#     the collective rows step 2 measured (measure=true: it only calibrates).
-#  5. the decode step against roofline + its collectives: llama3-8b at TP=1 (GPU 0) and
-#     TP=2 (GPUs 2,3; the two at once, on disjoint GPUs), then TP=4; batch 1,16, input
-#     1024, output 64, with compute-only times (OUTDIR/decode). The 70B-class figures come
-#     from DENSE's runs of steps 2 and 3 (TP=1 and TP=2 calibration, TP=4 measured).
+#     (advise-dense.txt); everything it made is under OUTDIR/advise.
+#  3. the same for MOE (qwen3-30b-a3b, 8 of 48 layers: 128 experts, top-8) on the
+#     collective rows of step 2 (measure=true then only calibrates; GPUs 0,1), while
+#     GPUs 2,3 time llama3-8b's decode step at TP=1 and TP=2 (batch 1,16, input 1024,
+#     output 64, compute-only times beside; OUTDIR/decode).
+#  4. the measured side: `gpulane tokens` of both models at TP=4, PP=2xTP=2 and PP=4,
+#     same grid (OUTDIR/runs; the advisor never reads these), split by split.
+#  5. llama3-8b's decode step at TP=4. The 70B-class decode figures come from DENSE's
+#     runs (TP=1 and TP=2 calibration of step 2, TP=4 of step 4).
 # Models: qwen2.5-72b and qwen3-30b-a3b were never run by this project before (held out).
 set -uo pipefail
 OUT=${1:?usage: run_gpu4.sh OUTDIR}
@@ -77,48 +77,54 @@ echo "$(stamp) +0s budget ${BUDGET_S}s: $DENSE ($DENSE_LAYERS layers), $MOE ($MO
 run topo 20 60 bash -c "${G[*]} topo --json >'$OUT/topology.json'"
 run copy_bw 20 60 bash -c "CUDA_VISIBLE_DEVICES=0 $PY benchmarks/inference/copy_bw.py >'$OUT/copy_bw.json'"
 
-advise() {  # advise NAME MODEL LAYERS [run=...]: the advisor as a user runs it
+advise() {  # advise NAME MODEL LAYERS [KEY=VALUE...]: the advisor as a user runs it
   local name=$1 model=$2 layers=$3; shift 3
   run "advise-$name" 60 200 "${G[@]}" advise model="$model" model.num_layers="$layers" \
     gpus=4 "${GRID[@]}" measure=true results_dir="$OUT/advise" "$@"
 }
-measured() {  # measured NAME MODEL LAYERS: the three 4-GPU splits, as gpulane tokens runs
-  local name=$1 model=$2 layers=$3 split tag
-  for split in "tp=4 pp=1" "tp=2 pp=2" "tp=1 pp=4"; do
-    tag=${split// /-}
-    tag=${tag//=/}
-    # shellcheck disable=SC2086  # $split is two overrides
-    run "tokens-$name-$tag" 30 120 "${G[@]}" tokens model="$model" layers="$layers" $split \
-      "${GRID[@]}" warmup=1 iters=2 comm_off=false build=advise-measured \
-      results_dir="$OUT/runs"
-  done
+measured() {  # measured NAME MODEL LAYERS SPLIT: one 4-GPU split as a gpulane tokens run
+  local name=$1 model=$2 layers=$3 split=$4 tag
+  tag=${split// /-}
+  tag=${tag//=/}
+  # shellcheck disable=SC2086  # $split is two overrides
+  run "tokens-$name-$tag" 30 120 "${G[@]}" tokens model="$model" layers="$layers" $split \
+    "${GRID[@]}" warmup=1 iters=1 comm_off=false build=advise-measured \
+    results_dir="$OUT/runs"
 }
-
-# 2-3. dense: measure, calibrate, advise; then the measured splits
-advise dense "$DENSE" "$DENSE_LAYERS"
-measured dense "$DENSE" "$DENSE_LAYERS"
-
-# 4. mixture of experts, on the collective rows step 2 measured (and the topology it
-# wrote beside them): measure=true then only calibrates on the model itself
-advise moe "$MOE" "$MOE_LAYERS" run="$OUT/advise"
-measured moe "$MOE" "$MOE_LAYERS"
-
-# 5. decode step ratios of the 8B at TP=1, 2, 4 (compute-only times beside)
 # decode_attention=triton: attention over the live positions of the cache only (two
-# kernels); the 70B-class rows of steps 2-3 keep the default (bmm over the whole cache)
+# kernels); the 70B-class rows keep the default (bmm over the whole cache)
 D=(model=llama3-8b pp=1 batch=1,16 input_len=1024 output_len=64 warmup=1 iters=1
    comm_off=true decode_attention="${DECODE_ATTENTION:-triton}" build=advise-measured
    results_dir="$OUT/decode")
+
+# 2. dense: the collectives (4 and 2 ranks), the topology, the calibration, the advice
+advise dense "$DENSE" "$DENSE_LAYERS"
+
+# 3. the MoE model's advice on those collective rows (measure=true then only calibrates:
+# TP=1 and TP=2 runs, here on GPUs 0,1), while GPUs 2,3 time the 8B's decode steps at
+# TP=1 and TP=2 (disjoint GPUs: neither run shares a GPU or a link with the other)
 if [ $((BUDGET_S - SECONDS)) -ge 60 ]; then
-  run decode-8b-tp1 60 120 env CUDA_VISIBLE_DEVICES=0 "${G[@]}" tokens tp=1 "${D[@]}" &
-  sleep 2  # distinct run ids
-  run decode-8b-tp2 60 120 env CUDA_VISIBLE_DEVICES=2,3 "${G[@]}" tokens tp=2 "${D[@]}" &
+  (export CUDA_VISIBLE_DEVICES=0,1; advise moe "$MOE" "$MOE_LAYERS" run="$OUT/advise") &
+  {
+    run decode-8b-tp1 40 100 env CUDA_VISIBLE_DEVICES=2 "${G[@]}" tokens tp=1 "${D[@]}"
+    run decode-8b-tp2 40 100 env CUDA_VISIBLE_DEVICES=2,3 "${G[@]}" tokens tp=2 "${D[@]}"
+  } &
   wait
 fi
-run decode-8b-tp4 40 120 "${G[@]}" tokens tp=4 "${D[@]}"
+
+# 4. the measured side, split by split for both models (a cut run keeps both models)
+for split in "tp=4 pp=1" "tp=2 pp=2" "tp=1 pp=4"; do
+  measured dense "$DENSE" "$DENSE_LAYERS" "$split"
+  measured moe "$MOE" "$MOE_LAYERS" "$split"
+done
+
+# 5. the 8B's decode step at TP=4
+run decode-8b-tp4 40 100 "${G[@]}" tokens tp=4 "${D[@]}"
 
 # the table (CPU work; also runnable elsewhere from OUTDIR alone)
 "$PY" benchmarks/advise/heldout4.py "$OUT" --md "$OUT/heldout4.md" --rows "$OUT/heldout4.jsonl" \
   >"$OUT/heldout4.txt" 2>&1
-echo "$(stamp) +${SECONDS}s table: exit $? (heldout4.md)" | tee -a "$OUT/steps.log"
+rc=$?
+echo "$(stamp) +${SECONDS}s table: exit $rc (heldout4.md; 1: a figure or pick missed)" \
+  | tee -a "$OUT/steps.log"
 echo "== done: $OUT"
