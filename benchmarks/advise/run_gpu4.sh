@@ -7,8 +7,9 @@
 # Steps, in order of what matters most (each under `timeout`, each logged with its UTC
 # time and seconds to OUTDIR/steps.log; a step that would not fit in what is left of
 # BUDGET_S seconds is skipped and says so, so a partial run is still read by heldout4.py):
-#  1. machine.txt; topology.json (`gpulane topo --json`); copy_bw.json (HBM copy rate and
-#     bf16 matrix rate, benchmarks/inference/copy_bw.py) for the decode ratios.
+#  1. machine.txt; gpulane-topo.json (`gpulane topo --json`, for the record; not named
+#     topology.json, so that the advice finds only the one it probed itself); copy_bw.json
+#     (HBM copy rate and bf16 matrix rate, benchmarks/inference/copy_bw.py).
 #  2. `gpulane advise measure=true` for DENSE (qwen2.5-72b, 8 of 80 layers) on 4 GPUs,
 #     batch 4,32, input 512,2048, output 64: it measures the collectives (gpulane sweep,
 #     2 and 4 ranks), probes the topology and writes it beside them, runs the short
@@ -74,7 +75,7 @@ echo "$(stamp) +0s budget ${BUDGET_S}s: $DENSE ($DENSE_LAYERS layers), $MOE ($MO
   | tee "$OUT/steps.log"
 
 # 1. topology and rates (stdout straight to the JSON files; their stderr to NAME.txt)
-run topo 20 60 bash -c "${G[*]} topo --json >'$OUT/topology.json'"
+run topo 20 60 bash -c "${G[*]} topo --json >'$OUT/gpulane-topo.json'"
 run copy_bw 20 60 bash -c "CUDA_VISIBLE_DEVICES=0 $PY benchmarks/inference/copy_bw.py >'$OUT/copy_bw.json'"
 
 advise() {  # advise NAME MODEL LAYERS [KEY=VALUE...]: the advisor as a user runs it
