@@ -31,7 +31,8 @@ DENSE=${DENSE:-qwen2.5-72b}
 DENSE_LAYERS=${DENSE_LAYERS:-8}
 MOE=${MOE:-qwen3-30b-a3b}
 MOE_LAYERS=${MOE_LAYERS:-8}
-GRID=(batch=4,32 input_len=512,2048 output_len=64)
+# the workloads (env overrides, e.g. INPUTS=512 to halve the time of every run)
+GRID=(batch="${BATCHES:-4,32}" input_len="${INPUTS:-512,2048}" output_len=64)
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 cd "$ROOT" || exit 1
@@ -80,7 +81,7 @@ run copy_bw 20 60 bash -c "CUDA_VISIBLE_DEVICES=0 $PY benchmarks/inference/copy_
 
 advise() {  # advise NAME MODEL LAYERS [KEY=VALUE...]: the advisor as a user runs it
   local name=$1 model=$2 layers=$3; shift 3
-  run "advise-$name" 60 200 "${G[@]}" advise model="$model" model.num_layers="$layers" \
+  run "advise-$name" 90 200 "${G[@]}" advise model="$model" model.num_layers="$layers" \
     gpus=4 "${GRID[@]}" measure=true results_dir="$OUT/advise" "$@"
 }
 measured() {  # measured NAME MODEL LAYERS SPLIT: one 4-GPU split as a gpulane tokens run
@@ -88,7 +89,7 @@ measured() {  # measured NAME MODEL LAYERS SPLIT: one 4-GPU split as a gpulane t
   tag=${split// /-}
   tag=${tag//=/}
   # shellcheck disable=SC2086  # $split is two overrides
-  run "tokens-$name-$tag" 30 120 "${G[@]}" tokens model="$model" layers="$layers" $split \
+  run "tokens-$name-$tag" 45 120 "${G[@]}" tokens model="$model" layers="$layers" $split \
     "${GRID[@]}" warmup=1 iters=1 comm_off=false build=advise-measured \
     results_dir="$OUT/runs"
 }
