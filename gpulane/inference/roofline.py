@@ -40,6 +40,12 @@ class StepCost:
     kv_write_bytes: float
     activation_bytes: float  # intermediates written and read back, and the logits
     flops: float
+    # the parts of the above that run as kernels of their own with a bound of their own:
+    # the routed and shared experts' products, and the LM head with its logits
+    expert_bytes: float = 0.0
+    expert_flops: float = 0.0
+    head_bytes: float = 0.0
+    head_flops: float = 0.0
 
     @property
     def bytes(self) -> float:
@@ -58,8 +64,24 @@ class StepCost:
         return self.flops / (tflops * 1e12)
 
     def time_s(self, hbm_gbps: float, tflops: float) -> float:
-        """The roofline: bytes at the HBM rate or FLOPs at the matrix rate, the longer."""
-        return max(self.memory_s(hbm_gbps), self.compute_s(tflops))
+        """The roofline, part by part: bytes at the HBM rate or FLOPs at the matrix rate,
+        the longer, for the experts, the LM head and the rest each. Why not the longer
+        of the totals: the parts are separate kernels one after the other, and at a few
+        hundred tokens they sit on different sides of the ridge (a prompt's attention
+        and dense products compute-bound; the LM head over one row per sequence, and
+        experts that each see a few tokens, bound by their weights), where the totals'
+        maximum hides the bound part's time."""
+        rate_b, rate_f = hbm_gbps * 1e9, tflops * 1e12
+        rest_b = self.bytes - self.expert_bytes - self.head_bytes
+        rest_f = self.flops - self.expert_flops - self.head_flops
+        return sum(
+            max(b / rate_b, f / rate_f)
+            for b, f in (
+                (rest_b, rest_f),
+                (self.expert_bytes, self.expert_flops),
+                (self.head_bytes, self.head_flops),
+            )
+        )
 
     def to_dict(self) -> dict[str, float | int | str]:
         return {
@@ -121,6 +143,7 @@ def step_cost(
     weights = 0.0  # parameters read
     matmul = 0  # parameters a token multiplies
     act = 0  # intermediate elements per token over the stage's layers
+    expert_w = expert_m = 0.0  # of weights and matmul: the experts' products
     for layer in layers:
         moe = shape.is_moe_layer(layer)
         attn = h * s.qkv_out + s.o_in * h
@@ -132,6 +155,8 @@ def step_cost(
             shared = 3 * h * s.shared_intermediate
             weights += shape.num_experts * h + reached * expert + shared
             matmul += shape.num_experts * h + shape.top_k * expert + shared
+            expert_w += reached * expert + shared
+            expert_m += shape.top_k * expert + shared
         else:
             weights += 3 * h * s.intermediate
             matmul += 3 * h * s.intermediate
@@ -163,4 +188,8 @@ def step_cost(
         kv_write_bytes=float(tokens * kv_per_token),
         activation_bytes=float(2 * tokens * act * dtype_bytes + logits),
         flops=float(2 * matmul * tokens + 2 * head * rows + attn_flops),
+        expert_bytes=expert_w * dtype_bytes,
+        expert_flops=2.0 * expert_m * tokens,
+        head_bytes=float((h + head) * dtype_bytes + logits) if last else 0.0,
+        head_flops=float(2 * head * rows),
     )

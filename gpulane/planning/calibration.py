@@ -58,7 +58,10 @@ class CalibrationPlan:
 def model_args(shape: ModelShape, model: Mapping[str, Any]) -> tuple[str, ...] | None:
     """The overrides that make `gpulane tokens` run this model: its packaged name, or its
     config.json; None for a shape written out by hand (no short name to give)."""
-    if packaged_shape(shape.name) == shape:
+    packaged = packaged_shape(shape.name)
+    # a packaged model cut to fewer layers (model.num_layers=N) is the same model: the
+    # short runs name their own layers= (at most N)
+    if packaged is not None and packaged.with_layers(shape.num_layers) == shape:
         return (f"model={shape.name}",)
     if model.get("hf_config"):
         return ("model=hf", f"model.hf_config={model['hf_config']}", f"model.name={shape.name}")

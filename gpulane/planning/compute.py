@@ -15,7 +15,7 @@ from gpulane.inference.memory import cache_len
 from gpulane.inference.roofline import step_cost
 from gpulane.inference.shapes import ModelShape, packaged_shape, shape_from_config
 from gpulane.inference.sharding import check_parallel
-from gpulane.planning.fixed import DECODE_KERNELS, stage_units
+from gpulane.planning.fixed import DECODE_KERNELS, stage_launches, stage_units
 
 
 @dataclass(frozen=True)
@@ -93,6 +93,12 @@ class Compute:
     decode_unit_ms: float = 0.0  # per kernel of a decode step
     prefill_unit_ms: float = 0.0  # per GB of a prefill's elementwise traffic
     compiled: bool = False  # the kernel counts of gpulane tokens compile=true
+    # the host's time to issue one kernel / one TP collective of an eager prefill (0: not
+    # known, or the calibration runs were never host-bound): a pipeline's prefill chunks
+    # run eagerly, and a chunk of a few hundred tokens on a few layers can take the GPU
+    # less time than the host takes to launch it
+    host_kernel_ms: float = 0.0
+    host_collective_ms: float = 0.0
 
     def decode_ms(
         self, shape: ModelShape, tp: int, pp: int, stage: int, seqs: int, ctx: int, dbytes: int
@@ -106,6 +112,16 @@ class Compute:
             units = stage_units(shape, tp, pp, stage, "decode", seqs, self.compiled, dbytes)
             t += units * self.decode_unit_ms
         return t
+
+    def prefill_host_ms(
+        self, shape: ModelShape, tp: int, pp: int, stage: int, sends: int = 0
+    ) -> float:
+        """The host's floor for one eager prefill chunk of ``stage``: its kernels and TP
+        collectives (and ``sends`` pipeline sends and receives, at a collective's cost)."""
+        if not (self.host_kernel_ms or self.host_collective_ms):
+            return 0.0
+        kernels, colls = stage_launches(shape, tp, pp, stage, self.compiled)
+        return kernels * self.host_kernel_ms + (colls + sends) * self.host_collective_ms
 
     def prefill_ms(
         self, shape: ModelShape, tp: int, pp: int, stage: int, seqs: int, input_len: int,
@@ -254,7 +270,10 @@ def calibrate(
         values = sorted(f.factor for f in same)
         scales[op] = values[len(values) // 2]
         notes.append(f"{op} x{scales[op]:.2f} ({same[len(same) // 2].where})")
-    if not scales:
+    host_k, host_c, host_note = _host_fit(rows, shape, compiled)
+    if host_note:
+        notes.append(host_note)
+    if not scales and not host_note:
         return compute
     return Compute(
         compute.gpu,
@@ -265,6 +284,58 @@ def calibrate(
         decode_unit_ms=fixed.get("decode", compute.decode_unit_ms),
         prefill_unit_ms=fixed.get("prefill", compute.prefill_unit_ms),
         compiled=compiled,
+        host_kernel_ms=host_k,
+        host_collective_ms=host_c,
+    )
+
+
+# An eager prefill this much slower than its graph replay was bound by the host's launches
+HOST_BOUND = 1.2
+
+
+def _host_fit(
+    rows: list[Mapping[str, Any]], target: ModelShape, compiled: bool
+) -> tuple[float, float, str | None]:
+    """(ms per kernel, ms per TP collective, what was fitted) of the host's launches in an
+    eager prefill, from pp=1 prefill rows that timed one eagerly beside the graph replay
+    (``extra.eager_ms``), where the eager one was host-bound. Each row bounds the cost
+    from above (the GPU may have had work left); the tightest bound is taken: TP=1 rows
+    give the cost per kernel, TP>1 rows what their collectives add. (0, 0, None) when no
+    row was host-bound: then the launches hide behind the GPU's work."""
+    per_kernel: list[tuple[float, str]] = []
+    with_colls: list[tuple[float, int, int]] = []  # (eager ms per chunk, kernels, colls)
+    for r in rows:
+        extra = r.get("extra") or {}
+        if r.get("op") != "prefill" or bool(extra.get("compile")) != compiled:
+            continue
+        eager, graph = _f(extra.get("eager_ms")), _f(r.get("time_us"))
+        if eager is None or graph is None or eager < HOST_BOUND * graph / 1e3:
+            continue
+        row_shape = _row_shape(r, target)
+        if row_shape is None:
+            continue
+        run_shape = row_shape.with_layers(int(_f(r.get("layers")) or row_shape.num_layers))
+        tp = int(_f(r.get("tp")) or 1)
+        chunks = int(_f(extra.get("prefill_chunks")) or 1)
+        kernels, colls = stage_launches(run_shape, tp, 1, 0, compiled)
+        if colls == 0:
+            per_kernel.append(
+                (eager / chunks / kernels, f"{r.get('model')} batch {r.get('batch')}")
+            )
+        else:
+            with_colls.append((eager / chunks, kernels, colls))
+    if not per_kernel:
+        return 0.0, 0.0, None
+    kernel_ms, where = min(per_kernel)
+    coll_ms = min(((e - k * kernel_ms) / c for e, k, c in with_colls), default=kernel_ms)
+    coll_ms = max(coll_ms, kernel_ms)  # a collective costs the host at least a launch
+    return (
+        kernel_ms,
+        coll_ms,
+        (
+            f"eager prefill host floor {kernel_ms * 1e3:.1f} us/kernel, {coll_ms * 1e3:.1f} "
+            f"us/collective (host-bound eager runs, tightest: {where})"
+        ),
     )
 
 

@@ -92,3 +92,14 @@ def stage_units(
 
 def unit_name(op: str) -> str:
     return "kernel" if op == "decode" else "GB of elementwise traffic"
+
+
+def stage_launches(
+    shape: ModelShape, tp: int, pp: int, stage: int, compiled: bool
+) -> tuple[int, int]:
+    """(kernels, TP collectives) the host issues for one pass of ``stage``'s layers: what
+    an eager prefill chunk costs the host whatever its size (the kernel counts of
+    :data:`DECODE_KERNELS`; 2 all-reduces a layer when ``tp`` > 1)."""
+    layers = stage_layers(shape.num_layers, pp)[stage]
+    kernels = sum(DECODE_KERNELS[(shape.is_moe_layer(i), compiled)] for i in layers)
+    return kernels, (2 * len(layers) if tp > 1 else 0)

@@ -5,13 +5,20 @@ process (planning never imports a command)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from gpulane.analysis.store import find_run_dirs, find_topology, load_frame, records
+from gpulane.analysis.store import (
+    TOPOLOGY_FILE,
+    find_run_dirs,
+    find_topology,
+    load_frame,
+    records,
+)
 from gpulane.analysis.store import load_topology as read_topology_file
 from gpulane.errors import RunFailed
 from gpulane.topology.model import Topology
@@ -94,15 +101,42 @@ def load_topology(spec: str, paths: Sequence[Path]) -> tuple[Topology | None, st
     if spec == "none":
         return None, "none"
     if spec == "live":
-        from gpulane.topology.live import probe_topology
-
-        return probe_topology(), "live probe"
+        return probe_live()
     if spec == "auto":
         found = find_topology(paths)
         if found is None:
             return None, "none found beside the rows"
         return read_topology_file(found), str(found)
     return read_topology_file(spec), spec
+
+
+def probe_live(probe: Callable[[], Topology] | None = None) -> tuple[Topology | None, str]:
+    """This machine's topology as ``gpulane topo --json`` probes it (NVML, nvidia-smi,
+    lspci, sysfs), and where it came from in words; (None, why) when the probe saw no GPU:
+    then the advice says so rather than place ranks on paths nobody read."""
+    if probe is None:
+        from gpulane.topology.live import probe_topology
+
+        probe = probe_topology
+    topo = probe()
+    if not topo.gpus:
+        seen = "; ".join(topo.missing[:2]) or "no GPU listed"
+        return None, f"not probed (no GPU): {seen}"
+    unknown = f"; unknown: {len(topo.missing)} source(s), see topology.json" if topo.missing else ""
+    return topo, f"live probe of this machine ({len(topo.gpus)} GPUs{unknown})"
+
+
+def write_beside(topo: Topology, run_dirs: Sequence[str | Path]) -> list[Path]:
+    """``topo`` as topology.json (the JSON ``gpulane topo --json`` prints) in each of the
+    run directories measured now, where ``topology=auto`` finds it next time."""
+    written = []
+    text = json.dumps(topo.to_json(), indent=2) + "\n"
+    for d in run_dirs:
+        p = Path(d)
+        if p.is_dir():
+            (p / TOPOLOGY_FILE).write_text(text, encoding="utf-8")
+            written.append(p / TOPOLOGY_FILE)
+    return written
 
 
 def gpu_model(topo: Topology | None) -> str | None:

@@ -41,7 +41,9 @@ model (per GPU; TP all-reduces do not overlap compute, pipeline sends do):
                 tokens = batch / m per micro-batch; sends: 2 x hidden x tokens x bytes per
                 stage boundary, and the sampled tokens back to stage 0
   prefill     = (k - 1) x slowest stage + sum of stages + sends    k chunks of whole sequences
-                tokens = sequences x input_len per chunk; TTFT = prefill of the whole batch
+                tokens = sequences x input_len per chunk; TTFT = prefill of the whole batch;
+                a pipeline stage's chunk (eager) is at least the host's time to launch its
+                kernels, collectives and sends (calibrated on eager beside graph prefills)
   decode tok/s = batch / step; prefill tok/s = batch x input_len / TTFT
   collective times: measured curves of the build, interpolated log-log over size (linear
   in size above the largest measured size), where the ranks' path is the measured one;
@@ -203,6 +205,7 @@ def _phase(
     dbytes: int,
     decode: bool,
     total_tokens: int,
+    host_ms: list[float] | None = None,
 ) -> Phase:
     stage_ms, coll_ms, send_ms = [], [], 0.0
     all_calls: list[dict[str, Any]] = []
@@ -213,7 +216,8 @@ def _phase(
         if decode and pp > 1 and s == pp - 1:  # sampled tokens back to stage 0
             t = comms.time("send", 2, rows * TOKEN_BYTES, placement.pp_label, placement.pp_gbps)
             sends += t.time_us / 1e3
-        stage_ms.append(compute_ms[s] + coll)
+        # an eager stage is no faster than the host can issue its kernels and collectives
+        stage_ms.append(max(compute_ms[s] + coll, host_ms[s] if host_ms else 0.0))
         coll_ms.append(coll)
         send_ms += sends
         all_calls += [{**d, "stage": s} for d in detail]
@@ -303,9 +307,17 @@ def predict(
     pre_compute = [
         compute.prefill_ms(shape, tp, pp, s, seqs, wl.input_len, dbytes) for s in range(pp)
     ]
+    # gpulane tokens replays a pp=1 prefill from a CUDA graph; a pipeline's stages run
+    # each chunk eagerly (their sends between), so the host's launches set a floor
+    host = None
+    if pp > 1:
+        host = [
+            compute.prefill_host_ms(shape, tp, pp, s, sends=2 * ((s > 0) + (s < pp - 1)))
+            for s in range(pp)
+        ]
     pred.prefill = _phase(
         shape, tp, pp, len(chunks), seqs * wl.input_len, seqs, pre_compute, comms, placement,
-        dbytes, False, wl.batch * wl.input_len,
+        dbytes, False, wl.batch * wl.input_len, host,
     )  # fmt: skip
     link, link_source = comms.link(tp, placement.tp_label, placement.tp_gbps)
     pred.rule_decode = _rule(pred.decode, tp, link, link_source)

@@ -49,7 +49,14 @@ def run(cfg: AdviseConfig) -> int:
         targets = [build]
     results_dir = str(cfg.results_dir)
     rows, paths = inputs.load_rows(targets, build, results_dir) if targets else ([], [])
-    topo, topo_source = inputs.load_topology(str(cfg.topology or "none"), paths)
+    topo_spec = str(cfg.topology or "none")
+    topo, topo_source = inputs.load_topology(topo_spec, paths)
+    # measure=true measures this machine: its topology is one probe away (gpulane topo
+    # --json), so placement names real paths rather than "unknown"
+    probed = False
+    if topo is None and cfg.measure and topo_spec == "auto":
+        topo, topo_source = inputs.probe_live()
+        probed = topo is not None
 
     gpus = cfg.gpus
     if str(gpus) == "auto":
@@ -69,6 +76,10 @@ def run(cfg: AdviseConfig) -> int:
             ranks = [tp for tp, _pp, _ in splits(shape, gpus) if tp > 1]
             made = inputs.measure_now(ranks, label, results_dir)
             rows, paths = inputs.load_rows(made, label, results_dir) if made else ([], [])
+            if probed and topo is not None:
+                written = inputs.write_beside(topo, made)
+                if written:
+                    topo_source += f"; written beside the measured rows: {written[0]}"
         elif gpus > 1:
             raise InputError(
                 "advise: no collective rows; give run=DIR (gpulane sweep or nccl-tests output), "

@@ -89,7 +89,36 @@ def test_llama3_8b_prefill() -> None:
     assert c.flops == 2 * matmul * 1024 + 2 * 128256 * 4096 + 4 * 32 * 1024 * 1024 // 2 * 4096
     assert c.embedding_bytes == 1024 * 4096 * 2
     assert c.kv_write_bytes == c.kv_read_bytes == 1024 * 32 * 2 * 1024 * 2
-    assert c.time_s(4000, 700) == c.compute_s(700)  # compute-bound
+    # the layers compute-bound; the LM head over one row bound by its 1.05 GB of weights,
+    # which the longer of the totals would hide (0.26 ms of 21)
+    head = (4096 + 128256 * 4096) * 2 + 2 * 128256 * 2
+    assert c.head_bytes == head and c.head_flops == 2 * 128256 * 4096
+    rest = (c.flops - c.head_flops) / 700e12
+    assert c.time_s(4000, 700) == pytest.approx(rest + head / 4000e9, rel=1e-12)
+    assert c.time_s(4000, 700) > max(c.compute_s(700), c.memory_s(4000))
+
+
+def test_experts_at_few_tokens_are_bound_by_the_weights_they_reach() -> None:
+    """Qwen3-30B-A3B (128 experts, top-8): the experts a prompt reaches, and so the
+    weights an expert layer reads, grow with its tokens as E x (1 - (1 - k/E)^tokens);
+    the experts' part is bound by those bytes at a few hundred tokens."""
+    shape = ModelShape(name="q3", hidden_size=2048, num_layers=1, num_heads=32, num_kv_heads=4,
+                       head_dim=128, intermediate_size=6144, vocab_size=151936,
+                       num_experts=128, top_k=8, moe_intermediate_size=768).check()  # fmt: skip
+    expert = 3 * 2048 * 768 * 2
+    reached = []
+    for tokens in (1, 4, 32, 512):
+        c = step_cost(shape, "prefill", 1, tokens, 2)
+        reached.append(c.expert_bytes / expert)
+        assert c.expert_flops == 2 * 8 * 3 * 2048 * 768 * tokens
+    assert reached[0] == pytest.approx(8) and reached[1] == pytest.approx(
+        128 * (1 - (120 / 128) ** 4)
+    )
+    assert reached == sorted(reached) and reached[-1] == pytest.approx(128, rel=1e-6)
+    c = step_cost(shape, "prefill", 1, 512, 2)
+    bound = c.expert_bytes / 4000e9
+    assert bound > c.expert_flops / 700e12  # the weights, not the products, set the time
+    assert c.time_s(4000, 700) >= bound + c.head_bytes / 4000e9
 
 
 def moe() -> ModelShape:

@@ -58,6 +58,15 @@ class Prefill(ProcessGroups, Graphs):
             run()
         graph = None
         if self.prefill_graph:
+            # the same prefill eagerly, once, before the graph: its time above the graph's
+            # is what the host's launches cost (what a pipeline's eager prefill pays)
+            self._barrier()
+            eager = Timer(self.torch, self.cuda)
+            eager.mark()
+            run()
+            eager.mark()
+            if self.eager_prefill_s is None:  # the first timing of the configuration
+                self.eager_prefill_s = eager.intervals_s()[0]
             # Eager prefills of one sequence can be host-bound: each tensor-parallel
             # all-reduce costs the host ~50 us, more than a short layer's kernels; a
             # compiled engine issues the prefill without those per-call costs.

@@ -90,6 +90,8 @@ class RowBuilder(RunnerState):
             "compile_s": round(res.get("prefill_compile_s", 0.0), 2),
             "capture_s": round(res.get("prefill_capture_s", 0.0), 3),
         }
+        if res.get("prefill_eager_s") is not None:  # graph prefills: one eager beside
+            pre_extra["eager_ms"] = res["prefill_eager_s"] * 1e3
         share = self._comm_share(res.get("prefill_off_s"), ttft, pre_extra)
         if scale is not None:
             pre_extra["ttft_ms_scaled"] = ttft * 1e3 * scale

@@ -30,6 +30,9 @@ class RunnerState:
     graph: bool  # decode steps as CUDA-graph replays
     fused: Any  # fused.Fused: the compiled path, or None (eager)
     capture_s: float  # CUDA-graph capture time of the configuration's prefill
+    # one eager prefill of the configuration before its graph is captured (pp=1), so that
+    # the advisor sees the host's launch floor that pipeline prefills (eager) pay
+    eager_prefill_s: float | None
     backend: str
     comm: Any  # model.Comm: the tensor-parallel collectives
     model: Any  # model.Stage

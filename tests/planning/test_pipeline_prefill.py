@@ -1,0 +1,112 @@
+"""The pipeline prefill at small batches: a stage's eager chunk is no faster than the host
+can launch it (a floor calibrated on runs that timed an eager prefill beside the graph
+replay), over every split of 1, 2, 3, 4 and 8 GPUs, dense and mixture of experts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from gpulane.planning.comm import Comms, MeasuredComm
+from gpulane.planning.compute import Compute, calibrate
+from gpulane.planning.fixed import DECODE_KERNELS, stage_launches
+from gpulane.planning.placement import place
+from gpulane.planning.predict import Workload, predict, splits
+from tests.planning.common import H200, PROJ, flat_curve_rows, model, no_topology
+
+
+def _row(tp: int, batch: int, graph_ms: float, eager_ms: float | None, layers: int = 8,
+         name: str = "llama3-8b", chunks: int = 1) -> dict[str, Any]:  # fmt: skip
+    extra: dict[str, Any] = {"compile": True, "prefill_chunks": chunks,
+                             "compute_only_ms": graph_ms}  # fmt: skip
+    if eager_ms is not None:
+        extra["eager_ms"] = eager_ms
+    return {"kind": "tokens", "status": "ok", "op": "prefill", "model": name, "tp": tp,
+            "pp": 1, "batch": batch, "input_len": 512, "output_len": 16, "layers": layers,
+            "time_us": graph_ms * 1e3, "extra": extra}  # fmt: skip
+
+
+def test_host_floor_fitted_only_from_host_bound_eager_runs() -> None:
+    shape = model("llama3-8b")
+    kernels = 8 * DECODE_KERNELS[(False, True)]
+    assert stage_launches(shape.with_layers(8), 1, 1, 0, True) == (kernels, 0)
+    assert stage_launches(shape.with_layers(8), 2, 1, 0, True) == (kernels, 16)
+    # batch 1: eager 3 ms against a 1 ms replay (host-bound); batch 16 GPU-bound
+    rows = [_row(1, 1, 1.0, 3.0), _row(1, 16, 12.0, 12.5),
+            _row(2, 1, 0.8, 3.0 + 16 * 0.05), _row(2, 16, 7.0, 7.2)]  # fmt: skip
+    c = calibrate(Compute(H200), shape.with_layers(8), rows, 1, 512, 2)
+    assert c.host_kernel_ms == pytest.approx(3.0 / kernels)
+    assert c.host_collective_ms == pytest.approx(0.05)
+    assert "eager prefill host floor" in c.source
+    # no eager row host-bound: no floor
+    gpu_bound = [_row(1, 1, 1.0, 1.1), _row(2, 1, 0.8, 0.85), _row(1, 16, 12.0, None)]
+    c = calibrate(Compute(H200), shape.with_layers(8), gpu_bound, 1, 512, 2)
+    assert c.host_kernel_ms == 0 and c.host_collective_ms == 0
+
+
+def _comms(gpus: int) -> Comms:
+    rows = [{**r, "world_size": n} for n in (2, 4, 8) for r in flat_curve_rows(20.0)]
+    rows += [{**r, "op": "sendrecv", "world_size": 2} for r in flat_curve_rows(10.0)]
+    return Comms(MeasuredComm(rows, "flat"), PROJ)
+
+
+@pytest.mark.parametrize("gpus", [1, 2, 3, 4, 8])
+@pytest.mark.parametrize(("name", "layers"), [("llama3-8b", 8), ("qwen3-30b-a3b", 8)])
+def test_every_split_small_batch_pipeline_prefill_meets_the_host_floor(
+    gpus: int, name: str, layers: int
+) -> None:
+    shape = model(name).with_layers(layers)
+    plain = Compute(H200, compiled=True)
+    floor = Compute(H200, compiled=True, host_kernel_ms=0.03, host_collective_ms=0.05)
+    wl = Workload(4, 512, 64)
+    big = Workload(32, 2048, 64)
+    seen, bound = [], []
+    for tp, pp, why in splits(shape, gpus):
+        if why is not None:
+            continue
+        seen.append((tp, pp))
+        placement = place(no_topology(gpus), gpus, tp, pp)
+        a = predict(shape, tp, pp, wl, _comms(gpus), plain, placement, H200.memory_gib)
+        b = predict(shape, tp, pp, wl, _comms(gpus), floor, placement, H200.memory_gib)
+        assert a.prefill is not None and b.prefill is not None
+        assert a.decode is not None and b.decode is not None
+        assert b.decode.time_ms == a.decode.time_ms  # decode steps are graph replays
+        if pp == 1:  # a graph replay: no host floor
+            assert b.prefill.time_ms == a.prefill.time_ms
+            continue
+        # 4 chunks of one 512-token sequence on layers/pp layers: the host's launches
+        host = [floor.prefill_host_ms(shape, tp, pp, s, 2 * ((s > 0) + (s < pp - 1)))
+                for s in range(pp)]  # fmt: skip
+        assert b.prefill.units == min(4, pp)  # chunks: at least m = min(pp, batch)
+        assert b.prefill.time_ms >= (b.prefill.units - 1) * max(host) + sum(host) - 1e-9
+        assert b.prefill.time_ms >= a.prefill.time_ms
+        if max(host) > a.prefill.stage_ms:  # the host, not the GPU, sets the pace
+            assert b.prefill.time_ms > a.prefill.time_ms
+            bound.append((tp, pp))
+        # a large batch keeps the GPU busier than the host: the floor does not bind
+        c = predict(shape, tp, pp, big, _comms(gpus), plain, placement, H200.memory_gib)
+        d = predict(shape, tp, pp, big, _comms(gpus), floor, placement, H200.memory_gib)
+        assert c.prefill is not None and d.prefill is not None
+        if max(host) < c.prefill.stage_ms:
+            assert d.prefill.time_ms == pytest.approx(c.prefill.time_ms)
+        else:  # 3B active parameters on 8 GPUs: even 8k-token chunks are host-bound
+            assert name == "qwen3-30b-a3b" and gpus == 8
+    assert (1, gpus) in seen  # a pipeline over every GPU is always possible
+    if gpus >= 4:  # 1 or 2 layers a stage, one 512-token prompt a chunk
+        assert (1, gpus) in bound
+    if gpus == 3:
+        assert seen == [(1, 3)]  # 32 heads do not split 3 ways
+
+
+def test_moe_prefill_reads_the_experts_its_chunk_reaches() -> None:
+    """PP=4 at batch 4: each chunk is one 512-token prompt on 2 layers; 512 tokens x top-8
+    reach all 128 experts, so each chunk reads every expert of its stage's layers: four
+    chunks read them four times where TP=4 reads a quarter of each once."""
+    shape = model("qwen3-30b-a3b").with_layers(8)
+    c = Compute(H200)
+    one_chunk = c.prefill_ms(shape, 1, 4, 1, 1, 512, 2)
+    whole = c.prefill_ms(shape, 4, 1, 0, 4, 512, 2)
+    experts = 2 * 128 * 3 * 2048 * 768 * 2 / 4000e9 * 1e3  # 2 layers' experts, ms
+    assert one_chunk >= experts
+    assert 4 * one_chunk > 1.5 * whole
