@@ -49,7 +49,8 @@ def machine_facts(
     if topology is not None:
         counts.append(len(topology.gpus))
     counts.append(len(_gpu_names_in_rows(frame)))
-    nccl = frame[frame["backend"].astype(str).str.lower() == "nccl"] if len(frame) else frame
+    # NCCL runs on GPUs only (backend nccl, torch-nccl, nccl-tests)
+    nccl = frame[frame["backend"].astype(str).str.lower().str.contains("nccl")] if len(frame) else frame
     if len(nccl):
         per_node = pd.to_numeric(nccl["world_size"], errors="coerce") / pd.to_numeric(
             nccl["nodes"], errors="coerce"
