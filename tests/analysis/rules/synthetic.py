@@ -56,16 +56,17 @@ def host_copies(
     n: int,
     *,
     solo: float = 55.4,
-    at_once: dict[str, float] | None = None,
+    at_once: dict[str, float | list[float]] | None = None,
     gpu_solo: dict[str, float] | None = None,
     repeats: int = 1,
     **kw: Any,
 ) -> list[Row]:
     """Pinned h2d and d2h, solo per GPU at three sizes (``gpu_solo`` overrides a GPU's
     1 GiB figure), then (2+ GPUs) all GPUs at once at 1 GiB: each GPU's share
-    (``at_once`` per direction, default 41 H2D / 33 D2H, the 4x H200 of issue 28) and
+    (``at_once`` per direction, one figure or one per GPU; default 41 H2D / 33 D2H, the
+    4x H200 of issue 28) and
     their sum. ``repeats``: each solo figure measured that many times."""
-    shares = {"h2d": 41.0, "d2h": 33.0, **(at_once or {})}
+    shares: dict[str, float | list[float]] = {"h2d": 41.0, "d2h": 33.0, **(at_once or {})}
     rows: list[Row] = []
     for op in ("h2d", "d2h"):
         for i in range(n):
@@ -78,7 +79,8 @@ def host_copies(
         if n > 1:
             together = [
                 _copy(
-                    op, f"GPU{i}", shares[op], GIB, world_size=n,
+                    op, f"GPU{i}", share[i] if isinstance(share := shares[op], list) else share,
+                    GIB, world_size=n,
                     extra={"test": "all-gpus", "concurrent": n}, **kw,
                 )  # fmt: skip
                 for i in range(n)
