@@ -90,8 +90,14 @@ def _print_rules(argv: list[str]) -> int:
         if key == "rules" and eq:
             chosen = value
         elif arg != "--rules":
-            raise InputError(f"--rules: prints a rule set; only rules=NAME|FILE may go with it, not {arg!r}")
-    spec = load_rules_file(chosen) if "/" in chosen or chosen.endswith((".yaml", ".yml")) else shipped_rule_set(chosen)
+            raise InputError(
+                f"--rules: prints a rule set; only rules=NAME|FILE may go with it, not {arg!r}"
+            )
+    spec = (
+        load_rules_file(chosen)
+        if "/" in chosen or chosen.endswith((".yaml", ".yml"))
+        else shipped_rule_set(chosen)
+    )
     print(f"# gpulane accept rule set {chosen!r} (docs/accept.md)")
     print(rules_yaml(spec), end="")
     return 0

@@ -39,9 +39,7 @@ def _gpu_names_in_rows(frame: pd.DataFrame) -> set[str]:
     return names
 
 
-def machine_facts(
-    frame: pd.DataFrame, topology: Topology | None, gpus: int | None = None
-) -> Facts:
+def machine_facts(frame: pd.DataFrame, topology: Topology | None, gpus: int | None = None) -> Facts:
     """What kind of machine the rows (and the topology, and accept's GPU count) are from."""
     counts = [0]
     if gpus:
@@ -50,7 +48,11 @@ def machine_facts(
         counts.append(len(topology.gpus))
     counts.append(len(_gpu_names_in_rows(frame)))
     # NCCL runs on GPUs only (backend nccl, torch-nccl, nccl-tests)
-    nccl = frame[frame["backend"].astype(str).str.lower().str.contains("nccl")] if len(frame) else frame
+    nccl = (
+        frame[frame["backend"].astype(str).str.lower().str.contains("nccl")]
+        if len(frame)
+        else frame
+    )
     if len(nccl):
         per_node = pd.to_numeric(nccl["world_size"], errors="coerce") / pd.to_numeric(
             nccl["nodes"], errors="coerce"

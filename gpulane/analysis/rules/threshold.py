@@ -171,7 +171,9 @@ def _cell_check(
     if not is_min:
         margin = -margin
     if ok:
-        msg = f"{shown}: {fmt(value, unit)} {'>=' if is_min else '<='} {fmt(threshold, unit)} ({how})"
+        msg = (
+            f"{shown}: {fmt(value, unit)} {'>=' if is_min else '<='} {fmt(threshold, unit)} ({how})"
+        )
     else:
         msg = (
             f"{shown}: {fmt(value, unit)} is {pct(margin)} {'below' if is_min else 'above'} "

@@ -54,11 +54,15 @@ def load_rules_file(path_text: str) -> dict[str, Any]:
         problem = getattr(err, "problem", None) or str(err).splitlines()[0]
         raise InputError(f"rules: {path}: not YAML{where}: {problem}") from err
     if not isinstance(data, Mapping):
-        raise InputError(f"rules: {path}: expected a mapping with `checks:`, got {type(data).__name__}")
+        raise InputError(
+            f"rules: {path}: expected a mapping with `checks:`, got {type(data).__name__}"
+        )
     known = {"checks", "outlier_fraction", "defaults"}
     unknown = sorted(str(k) for k in data if str(k) not in known)
     if unknown:
-        raise InputError(f"rules: {path}: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+        raise InputError(
+            f"rules: {path}: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}"
+        )
     if "checks" not in data or not isinstance(data["checks"], Mapping) or not data["checks"]:
         raise InputError(f"rules: {path}: expected `checks:`, a mapping of rule id -> rule")
     bases = data.get("defaults") or []

@@ -105,9 +105,7 @@ def _rules_spec(cfg: AcceptConfig) -> dict[str, Any]:
         return load_rules_file(str(cfg.rules_file))
     raw_rules = cfg.rules
     if not isinstance(raw_rules, dict):
-        raise InputError(
-            "rules: expected a rule set (rules=default, nvlink, pcie or a YAML file)"
-        )
+        raise InputError("rules: expected a rule set (rules=default, nvlink, pcie or a YAML file)")
     return {str(k): v for k, v in raw_rules.items()}
 
 
@@ -130,7 +128,9 @@ def run_accept(cfg: AcceptConfig) -> Outcome:
     steps: list[Step] = []
     gpus = 0
     if cfg.run is not None and not str(cfg.run).strip():
-        raise InputError("run: empty; give a run directory or rows file (or leave run out to measure)")
+        raise InputError(
+            "run: empty; give a run directory or rows file (or leave run out to measure)"
+        )
     if cfg.run:
         target = Path(str(cfg.run))
         if not target.exists():

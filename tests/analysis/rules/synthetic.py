@@ -79,10 +79,14 @@ def host_copies(
         if n > 1:
             together = [
                 _copy(
-                    op, f"GPU{i}", share[i] if isinstance(share := shares[op], list) else share,
-                    GIB, world_size=n,
-                    extra={"test": "all-gpus", "concurrent": n}, **kw,
-                )  # fmt: skip
+                    op,
+                    f"GPU{i}",
+                    share[i] if isinstance(share := shares[op], list) else share,
+                    GIB,
+                    world_size=n,
+                    extra={"test": "all-gpus", "concurrent": n},
+                    **kw,
+                )
                 for i in range(n)
             ]
             rows += together
@@ -94,11 +98,23 @@ def peer_copies(n: int, gbps: float = 390.0, path: str = "NV18", **kw: Any) -> l
     base: dict[str, Any] = {"build": "h200", "host": "vm"}
     return [
         Row(
-            run_id="copy-1", kind="copy", backend="cuda", op="p2p", memory="device",
-            bidirectional=False, peer_access=True, src=f"GPU{i}", dst=f"GPU{j}",
-            size_bytes=GIB, time_us=GIB / (gbps * 1e3), algbw_gbps=gbps, busbw_gbps=gbps,
-            world_size=2, path=path, **{**base, **kw},
-        )  # fmt: skip
+            run_id="copy-1",
+            kind="copy",
+            backend="cuda",
+            op="p2p",
+            memory="device",
+            bidirectional=False,
+            peer_access=True,
+            src=f"GPU{i}",
+            dst=f"GPU{j}",
+            size_bytes=GIB,
+            time_us=GIB / (gbps * 1e3),
+            algbw_gbps=gbps,
+            busbw_gbps=gbps,
+            world_size=2,
+            path=path,
+            **{**base, **kw},
+        )
         for i in range(n)
         for j in range(n)
         if i != j
@@ -117,11 +133,20 @@ def collectives(
             bw = top * share
             rows.append(
                 Row(
-                    run_id="sweep-1", kind="collective", backend="torch-nccl", op=op,
-                    dtype="float", world_size=world, size_bytes=size, time_us=size / (bw * 1e3),
-                    algbw_gbps=bw, busbw_gbps=bw, wrong=0, path=path if world > 1 else None,
+                    run_id="sweep-1",
+                    kind="collective",
+                    backend="torch-nccl",
+                    op=op,
+                    dtype="float",
+                    world_size=world,
+                    size_bytes=size,
+                    time_us=size / (bw * 1e3),
+                    algbw_gbps=bw,
+                    busbw_gbps=bw,
+                    wrong=0,
+                    path=path if world > 1 else None,
                     **{**base, **kw},
-                )  # fmt: skip
+                )
             )
     return rows
 
