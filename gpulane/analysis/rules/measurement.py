@@ -127,3 +127,12 @@ def describe(rec: Mapping[str, Any]) -> str:
     if mode == SOLO:
         return "one GPU at a time"
     return ""
+
+
+def shown_figure(rec: Mapping[str, Any]) -> str:
+    """The row's figure label, with the measurement named when it is not a solo copy
+    (``h2d pinned 1 GiB (one GPU's share, 4 GPUs at once)``): what a check line and a
+    plot's mark call it, so that the two measurements are never taken for each other."""
+    fig = str(rec.get("figure"))
+    mode = copy_mode(rec)
+    return f"{fig} ({describe(rec)})" if mode in (CONCURRENT, AGGREGATE) else fig

@@ -17,7 +17,7 @@ from typing import Any
 import pandas as pd
 
 from gpulane.analysis.rules.linerate import expected_gbps
-from gpulane.analysis.rules.measurement import describe, measurement_key
+from gpulane.analysis.rules.measurement import measurement_key, shown_figure
 from gpulane.analysis.rules.model import FAIL, PASS, SKIP, Check, Context, fmt, missing_text, pct
 from gpulane.analysis.rules.outliers import Cells, outliers
 from gpulane.analysis.rules.select import applicable, values
@@ -132,10 +132,8 @@ def _cell_check(
 ) -> Check:
     """One figure of one subject against one basis."""
     value = float(statistics.median(float(r[metric]) for r in recs))
-    fig = str(recs[0].get("figure"))
-    mode = describe(recs[0])
     # the words say which measurement it was when it is not a solo copy
-    shown = f"{fig} ({mode})" if mode and mode != "one GPU at a time" else fig
+    fig = shown = shown_figure(recs[0])
     if basis == "absolute":
         threshold = amount
         how = ("at least " if is_min else "at most ") + fmt(amount, unit)
