@@ -45,3 +45,13 @@ def test_a_failing_gpu_is_marked_on_the_solo_panel_only() -> None:
     axes = {ax.get_title(): ax for ax in plot.figure.axes if ax.get_visible()}
     marked = [t for t, ax in axes.items() if any(line.get_marker() == "X" for line in ax.lines)]
     assert sorted(marked) == ["d2h pinned", "h2d pinned"]  # GPU1 is short both ways
+
+
+def test_the_report_copy_table_keeps_them_apart_too() -> None:
+    from gpulane.analysis.report.sections import copies_section
+
+    html = copies_section(frame_from_rows(host_copies(4)), "build", {})
+    # GPU0's 1 GiB h2d: the solo line (55.4) and its share while four copied (41.0)
+    assert "one GPU at a time" in html and "one GPU&#x27;s share, 4 GPUs at once" in html
+    assert "total of 4 GPUs at once" in html
+    assert "48.2" not in html  # the median of 55.4 and 41.0 that issue 28 saw (as 48.85)
