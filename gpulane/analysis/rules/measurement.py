@@ -7,8 +7,11 @@ the figure key leaves out but a rule must not mix:
 
 - copies: the **mode**: ``solo`` (one GPU copying at a time), ``concurrent`` (this GPU's
   share while every GPU copied to or from the host at once) or ``aggregate`` (the sum of
-  those shares, src/dst ``all``); and peer access on or off;
-- collectives: the number of nodes and the backend (the world size is in the figure key).
+  those shares, src/dst ``all``); peer access on or off; and the test that made the row
+  (``extra.test``: a latency copy, an nvbandwidth test) where it says;
+- collectives: the number of nodes, the backend, the path label (a placement on NVLink
+  GPUs is not one on PCIe GPUs) and the hosts the ranks ran on (``extra.hosts``: two
+  pairs of nodes are two measurements); the world size is in the figure key.
 
 Copy rows mark the mode in ``extra``: ``test: all-gpus`` with ``concurrent: N`` on the
 per-GPU rows that ran together, ``aggregate: true`` on their sum
@@ -29,11 +32,12 @@ SOLO, CONCURRENT, AGGREGATE = "solo", "concurrent", "aggregate"
 MODES = (SOLO, CONCURRENT, AGGREGATE)
 # Row properties a rule may select on beside the row columns (select: {mode: solo}).
 VIRTUAL_COLUMNS = ("mode", "concurrent")
+_VIRTUAL_KEYS = (*VIRTUAL_COLUMNS, "test", "hosts")
 
 # What a kind's figure key leaves out and a rule must not mix.
 _MORE_KEYS: dict[str, tuple[str, ...]] = {
-    "copy": ("mode", "concurrent", "peer_access"),
-    "collective": ("nodes", "backend"),
+    "copy": ("mode", "concurrent", "peer_access", "test"),
+    "collective": ("nodes", "backend", "path", "hosts"),
     "tokens": ("backend", "world_size"),
 }
 
@@ -86,6 +90,11 @@ def virtual(rec: Mapping[str, Any], name: str) -> Any:
         return copy_mode(rec)
     if name == "concurrent":
         return concurrency(rec) if rec.get("kind") == "copy" else None
+    if name == "test":
+        return _extra(rec).get("test")
+    if name == "hosts":  # where the ranks ran (a campaign's pairs, rings, ...)
+        hosts = _extra(rec).get("hosts")
+        return ",".join(str(h) for h in hosts) if isinstance(hosts, list) else None
     raise KeyError(name)
 
 
@@ -107,7 +116,7 @@ def measurement_key(rec: Mapping[str, Any]) -> tuple[str, ...]:
     kind = str(rec.get("kind"))
     out = [kind]
     for name in (*FIGURE_KEYS.get(kind, ()), *_MORE_KEYS.get(kind, ())):
-        value = virtual(rec, name) if name in VIRTUAL_COLUMNS else rec.get(name)
+        value = virtual(rec, name) if name in _VIRTUAL_KEYS else rec.get(name)
         out.append(f"{name}={_text(value)}")
     return tuple(out)
 

@@ -166,3 +166,39 @@ def test_a_copy_rule_without_mode_looks_at_solo_rows_only() -> None:
     spec["checks"]["h2d"]["select"]["mode"] = "concurrent"
     v = evaluate(frame_from_rows(host_copies(4)), spec, topology(4))
     assert v.status == "FAIL" and [c.value for c in v.checks] == pytest.approx([41.0] * 4)
+
+
+def test_collectives_on_other_hosts_or_paths_are_judged_apart() -> None:
+    """A campaign's pairs: rank 0 on node a both times, with b (fine) and with c (slow)."""
+    spec = {
+        "checks": {
+            "busbw": {
+                "check": "min",
+                "select": {"kind": "collective", "op": "all_reduce", "size": "1G"},
+                "metric": "busbw_gbps",
+                "min": 40,
+                "outlier_fraction": False,
+            }
+        }
+    }
+    rows = []
+    for peer, gbps in (("b", 45.0), ("c", 10.0), ("d", 46.0)):
+        for r in collectives(16, busbw={"all_reduce": gbps}, host="a", nodes=2, path="NET"):
+            r.extra = {"hosts": ["a", peer]}
+            rows.append(r)
+    (c,) = evaluate(frame_from_rows(rows), spec).checks
+    # the median of the three (45) would pass; the pair with c is its own measurement
+    assert c.status == FAIL and c.value == pytest.approx(10.0) and c.subject == "a"
+    frame = frame_from_rows(collectives(2, path="NV18") + collectives(2, path="PIX"))
+    keys = {measurement_key(r) for r in records(frame) if r["size_bytes"] == GIB}
+    assert len(keys) == 4  # two ops x two paths
+
+
+def test_latency_copies_are_not_bandwidth_repeats() -> None:
+    rows = peer_copies(2)
+    lat = [r for r in peer_copies(2, gbps=0.001)]
+    for r in lat:
+        r.extra = {"test": "latency"}
+    frame = frame_from_rows(rows + lat)
+    keys = {measurement_key(r) for r in records(frame)}
+    assert len(keys) == 2
