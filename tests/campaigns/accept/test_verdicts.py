@@ -203,3 +203,19 @@ def test_rules_are_listed_and_printed(capsys: pytest.CaptureFixture[str]) -> Non
     assert "3 INCOMPLETE" in out
     for rule in printed["checks"]:
         assert f"\n  {rule} " in out
+
+
+def test_the_report_says_incomplete_and_what_is_missing(
+    nccl_tests_log: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from gpulane.analysis.report.accept_json import read_accept
+    from gpulane.analysis.report.checks import verdict_head
+
+    status, _, _ = accept(capsys, f"run={nccl_tests_log}", "--allow-skip", "p2p_ok")
+    assert status == 3
+    back = read_accept(nccl_tests_log / "accept.json")
+    assert back.verdict.status == "INCOMPLETE"
+    head = verdict_head(back.verdict, "default")
+    assert '<span class="badge incomplete">INCOMPLETE</span>' in head
+    assert "required, did not run: <b>pinned_h2d</b>" in head and "supply it with" in head
+    assert "allowed to skip (--allow-skip): <b>p2p_ok</b>" in head
