@@ -202,3 +202,15 @@ def test_latency_copies_are_not_bandwidth_repeats() -> None:
     frame = frame_from_rows(rows + lat)
     keys = {measurement_key(r) for r in records(frame)}
     assert len(keys) == 2
+
+
+def test_two_hosts_of_one_build_are_checked_per_host() -> None:
+    """Two 4-GPU nodes in one build: each node's GPUs are subjects of their own, and one
+    node's all-at-once total is never pooled with the other's."""
+    a = host_copies(4, host="node-a")
+    b = host_copies(4, host="node-b", gpu_solo={"GPU1": 41.0}, at_once={"h2d": 20.0})
+    v = verdict(a + b + collectives(4, host="node-a") + peer_copies(4, host="node-a"), 4)
+    assert {c.subject for c in lines(v, "pinned_h2d", FAIL)} == {"node-b:GPU1"}
+    totals = {c.subject: c for c in lines(v, "pinned_h2d_all_gpus") if c.basis == "expected"}
+    assert totals["node-a:all"].status == PASS and totals["node-b:all"].status == FAIL
+    assert totals["node-b:all"].value == pytest.approx(80.0)
