@@ -123,6 +123,10 @@ class AcceptConfig(CommonConfig):
     topology: str = "auto"
     baseline: str | None = None
     save_baseline: str | None = None
+    # rules=/path/rules.yaml (commands/accept maps it here): the user's own rule set
+    rules_file: str | None = None
+    # rule ids whose absence is accepted knowingly (accept --allow-skip RULE, repeatable)
+    allow_skip: Any = field(default_factory=list)
     out: str | None = None
     junit: bool = True
     html: bool = True

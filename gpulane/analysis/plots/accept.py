@@ -17,6 +17,8 @@ from gpulane.analysis.plots.collectives import Mark, collective_plots
 from gpulane.analysis.plots.copies import copy_plots
 from gpulane.analysis.plots.tokens import tokens_plots
 from gpulane.analysis.rules import FAIL, Check
+from gpulane.analysis.rules.measurement import shown_figure
+from gpulane.analysis.store import records
 
 SIDE_COLOURS = {"current": style.PALETTE[0], "baseline": style.GREY}
 # how far a bar may reach either way (%): a 98.9% shortfall and a +600% margin stay readable
@@ -26,10 +28,14 @@ CLIP = (-100.0, 200.0)
 def failing_marks(checks: Sequence[Check], current: pd.DataFrame) -> list[Mark]:
     """Marks at the figures of failing checks that have a value."""
     out = []
+    # a copy check names its measurement (solo, one GPU's share, the total at once)
+    shown = pd.Series(
+        [shown_figure(r) for r in records(current)], index=current.index, dtype=object
+    )
     for c in checks:
         if c.status != FAIL or c.value is None or not c.figure:
             continue
-        rows = current[current["figure"] == c.figure].dropna(subset=["size_bytes"])
+        rows = current[shown == c.figure].dropna(subset=["size_bytes"])
         if rows.empty:
             continue
         kind = str(rows["kind"].iloc[0])

@@ -1,10 +1,15 @@
 """Copy bandwidth against the line rate of the path it crossed.
 
-One panel per copy (op, memory, direction mode): the median GB/s over GPUs (and runs) per
-size with its min..max band, one colour per series, and the line rate the rows were held
+One panel per copy (op, memory, direction mode, and how many GPUs copied at once): the
+median GB/s over GPUs (and runs) per size with its min..max band, one colour per series, and the line rate the rows were held
 to (``expected_gbps``; the caller fills it from the topology where the rows lack it) as a
 dotted line. A panel measured at one size only is drawn as bars, the line rate as a tick
 over each bar.
+
+Solo copies (one GPU at a time) and all-GPUs-at-once copies are separate panels: each
+GPU's share while all copied, and their total (at N x the size, against the sum of the
+line rates), are other measurements than the solo curve, never its next point
+(rules.measurement).
 """
 
 from __future__ import annotations
@@ -16,16 +21,37 @@ import pandas as pd
 
 from gpulane.analysis.plots import style
 from gpulane.analysis.plots.collectives import Mark
+from gpulane.analysis.rules.measurement import (
+    AGGREGATE,
+    CONCURRENT,
+    concurrency,
+    copy_mode,
+    shown_figure,
+)
+from gpulane.analysis.store import records
 
 
 def _panel_title(key: tuple[Any, ...]) -> str:
-    op, memory, bidirectional = key
+    op, memory, bidirectional, at_once = key
     words = [str(op)]
     if pd.notna(memory) and str(memory) not in ("-", ""):
         words.append(str(memory))
     if bidirectional is True:
         words.append("bidirectional")
+    if at_once:
+        words.append(str(at_once))
     return " ".join(words)
+
+
+def _at_once(rec: Mapping[str, Any]) -> str:
+    """'' for a solo copy; how many GPUs copied at once, and whether the row is one GPU's
+    share or the total, otherwise."""
+    mode = copy_mode(rec)
+    if mode == CONCURRENT:
+        return f"{concurrency(rec)} GPUs at once, each"
+    if mode == AGGREGATE:
+        return f"{concurrency(rec)} GPUs at once, total"
+    return ""
 
 
 def _rate(rows: pd.DataFrame) -> float | None:
@@ -79,7 +105,7 @@ def _bars(ax: Any, part: pd.DataFrame, series: str, colour_of: Mapping[str, str]
 
 
 def _mark(ax: Any, part: pd.DataFrame, marks: Sequence[Mark], bars: bool, series: str) -> bool:
-    figures = set(part["figure"])
+    figures = set(part["shown"])
     mine = [m for m in marks if m.figure in figures and m.metric == "algbw_gbps"]
     for m in mine:
         x: float = float(m.size_bytes)
@@ -104,8 +130,11 @@ def copy_plots(
         return []
     rows["memory"] = rows["memory"].fillna("-")
     rows["bidirectional"] = rows["bidirectional"].map(lambda v: v is True)
+    recs = records(rows)
+    rows["at_once"] = [_at_once(r) for r in recs]
+    rows["shown"] = [shown_figure(r) for r in recs]
     colour_of = dict(colour_of or style.colours(rows[series].dropna()))
-    parts = list(rows.groupby(["op", "memory", "bidirectional"], sort=True))
+    parts = list(rows.groupby(["op", "memory", "bidirectional", "at_once"], sort=True))
     with style.styled():
         nrows, ncols = style.grid_shape(len(parts))
         fig = style.figure(height=2.9 * nrows + 0.6)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from gpulane.analysis.rules import Check, Verdict
+from gpulane.analysis.rules.model import Missing
 from gpulane.errors import InputError
 
 
@@ -37,6 +38,15 @@ def read_accept(path: Path, what: str = "--accept") -> AcceptFile:
         verdict = Verdict([Check(**{k: v for k, v in c.items() if k in fields}) for c in checks])
     except (AttributeError, TypeError) as err:
         raise InputError(f"{what}: {path}: a check is not as accept writes it ({err})") from err
+    # required checks that did not run (INCOMPLETE), and those allowed to skip
+    mfields = set(Missing.__dataclass_fields__)
+    for key, allowed in (("missing", False), ("allowed_skips", True)):
+        for m in data.get(key) or []:
+            if isinstance(m, Mapping) and m.get("rule"):
+                entry = {k: v for k, v in m.items() if k in mfields}
+                entry.setdefault("why", "")
+                entry.setdefault("supply", "")
+                verdict.missing.append(Missing(**{**entry, "allowed": allowed}))
     findings = data.get("findings")
     doctor = data.get("doctor")
     if isinstance(doctor, dict) and doctor.get("ran") is False:

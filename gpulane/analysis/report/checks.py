@@ -33,13 +33,24 @@ FINDING_KEYS = ("severity", "check", "title", "evidence", "why", "fix")
 
 def verdict_head(verdict: Verdict, rule_set: str | None) -> str:
     counts = verdict.counts()
-    badge = "PASS" if verdict.passed else "FAIL"
+    badge = verdict.status  # PASS, FAIL or INCOMPLETE (docs/accept.md)
     failed = verdict.failed_rules()
+    missing = "".join(
+        f"<br>required, did not run: <b>{e(m.rule)}</b>: {e(m.why)}; supply it with: "
+        f"<code>{e(m.supply)}</code>"
+        for m in verdict.unmet
+    )
+    allowed = "".join(
+        f"<br>allowed to skip (--allow-skip): <b>{e(m.rule)}</b>: {e(m.why)}"
+        for m in verdict.allowed
+    )
     return (
         f'<p id="verdict"><span class="badge {badge.lower()}">{badge}</span> '
         f"{counts['pass']} passed, {counts['fail']} failed, {counts['skip']} skipped"
         + (f" &mdash; rule set <b>{e(rule_set)}</b>" if rule_set else "")
         + (f"<br>failed rules: <b>{e(', '.join(failed))}</b>" if failed else "")
+        + missing
+        + allowed
         + "</p>"
     )
 

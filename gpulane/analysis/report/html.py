@@ -38,7 +38,7 @@ th{background:#f3f5f7;position:sticky;top:0} td.l,th.l{text-align:left}
 td.wrap{white-space:normal;min-width:16em;max-width:40em}
 tr.fail td{background:#ffebe9} tr.skip td{color:#6e7781}
 .badge{display:inline-block;padding:4px 12px;border-radius:6px;font-weight:700;font-size:16px;color:#fff}
-.badge.pass{background:#1a7f37} .badge.fail{background:#cf222e}
+.badge.pass{background:#1a7f37} .badge.fail{background:#cf222e} .badge.incomplete{background:#9a6700}
 span.st-pass{color:#1a7f37;font-weight:600} span.st-fail{color:#cf222e;font-weight:700} span.st-skip{color:#6e7781}
 td.nv{background:#dafbe1} td.pcie{background:#fff8c5} td.sys{background:#ffebe9} td.self{color:#8c959f}
 figure{margin:10px 0 4px} figure svg{max-width:100%;height:auto;display:block}

@@ -14,6 +14,8 @@ from gpulane.analysis.plots import Plot, collective_plots, copy_plots, split_nam
 from gpulane.analysis.plots.collectives import panels
 from gpulane.analysis.report.html import details, e, figure, num, section, size_text, table
 from gpulane.analysis.rules import expected_gbps
+from gpulane.analysis.rules.measurement import describe
+from gpulane.analysis.store import records
 from gpulane.topology.model import Topology
 
 VARIANT = {True: "in-place", False: "out-of-place"}
@@ -96,7 +98,9 @@ def copies_section(
         return section("copies", "Copies", "<p>No copy rows (gpulane copy).</p>")
     rows = with_line_rates(rows, series, topology_of or {})
     plots = copy_plots(rows, series, colour_of)
-    keys = [series, "op", "memory", "bidirectional", "src", "dst", "size_bytes"]
+    # solo and all-GPUs-at-once copies of one GPU are two measurements: never one median
+    rows = rows.assign(copied=[describe(r) or "-" for r in records(rows)])
+    keys = [series, "op", "memory", "bidirectional", "src", "dst", "size_bytes", "copied"]
     data = rows.assign(**{k: rows[k].astype(object).where(rows[k].notna(), "-") for k in keys})
     grouped = data.groupby(keys, sort=False).agg(
         gbps=("algbw_gbps", "median"),
@@ -109,7 +113,7 @@ def copies_section(
             {
                 series: k[0], "op": k[1], "memory": k[2],
                 "bidirectional": "yes" if k[3] is True else "no",
-                "src → dst": f"{k[4]} → {k[5]}", "size": size_text(k[6]),
+                "src → dst": f"{k[4]} → {k[5]}", "size": size_text(k[6]), "copied": k[7],
                 "GB/s": num(v["gbps"]), "line rate GB/s": num(v["line"]),
                 "of line rate": "-" if pd.isna(v["line"]) or not v["line"] else f"{100 * v['gbps'] / v['line']:.0f}%",
                 "path": v["path"], "runs": v["runs"],

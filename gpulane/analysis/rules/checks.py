@@ -17,7 +17,7 @@ from gpulane.analysis.rules.topology_checks import check_p2p_status, check_pcie_
 from gpulane.analysis.rules.transport_checks import check_nccl_transport
 
 # Keys every rule may set, whatever its check.
-COMMON_KEYS = ("check", "description", "select", "required", "enabled")
+COMMON_KEYS = ("check", "description", "select", "required", "enabled", "supplied_by")
 
 CHECKS: dict[str, CheckSpec] = {
     "min": CheckSpec(

@@ -37,6 +37,17 @@ def expected_gbps(row: Mapping[str, Any], topology: Topology | None) -> tuple[fl
     if isinstance(given, (int, float)) and not math.isnan(given) and given > 0:
         return float(given), "expected_gbps of the row"
     kind, op = row.get("kind"), row.get("op")
+    raw_extra = row.get("extra")
+    extra: Mapping[str, Any] = raw_extra if isinstance(raw_extra, Mapping) else {}
+    if kind == "copy" and op in ("h2d", "d2h") and isinstance(extra.get("gpus"), list):
+        # all GPUs at once: what the GPUs' own links could take together
+        links = [
+            host_rate(topology, str(g)) if topology is not None else None for g in extra["gpus"]
+        ]
+        if links and all(link is not None for link in links):
+            total = sum(link.gbps for link in links if link is not None)
+            return total, f"sum of {len(links)} host links"
+        return None, "PCIe links of the GPUs copying at once not in the topology"
     if kind == "copy" and op in ("h2d", "d2h"):
         gpu_name = row.get("dst") if op == "h2d" else row.get("src")
         rate = host_rate(topology, str(gpu_name)) if topology is not None else None

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from gpulane.analysis.rules.checks import CHECKS, rule_keys
+from gpulane.analysis.rules.measurement import MODES
+from gpulane.analysis.rules.required import FACTS
 from gpulane.analysis.rules.subjects import PER
 from gpulane.errors import InputError
 from gpulane.units import parse_size
@@ -60,8 +62,27 @@ def _check_rule(rule_id: str, rule: Mapping[str, Any]) -> None:
     for key in ("size", "size_min", "size_max"):
         if key in select and select[key] is not None and str(select[key]) != "max":
             parse_size(select[key], f"{where}.select.{key}")
+    if "mode" in select and select["mode"] is not None:
+        bad = [m for m in str(select["mode"]).split(",") if m not in (*MODES, "*")]
+        if bad:
+            raise InputError(f"{where}.select.mode: {bad[0]!r}; expected {', '.join(MODES)}")
+    _check_required(where, rule.get("required", False))
     if rule.get("per", "auto") not in PER:
         raise InputError(f"{where}.per: expected auto, gpu, pair, node or all")
+
+
+def _check_required(where: str, want: Any) -> None:
+    """``required``: true, false or a list of machine facts (rules.required.FACTS)."""
+    if isinstance(want, bool) or want is None:
+        return
+    items = [want] if isinstance(want, str) else want
+    if not isinstance(items, Sequence):
+        raise InputError(f"{where}.required: expected true, false or a list of {', '.join(FACTS)}")
+    for item in items:
+        if str(item) not in FACTS:
+            raise InputError(
+                f"{where}.required: {item!r} is not a machine fact; expected {', '.join(FACTS)}"
+            )
 
 
 def merge_rule_sets(sets: Iterable[Mapping[str, Any]]) -> dict[str, Any]:

@@ -16,6 +16,8 @@ import pandas as pd
 from gpulane.topology.model import Topology
 
 PASS, FAIL, SKIP = "pass", "fail", "skip"
+# The verdict of a rule set over a run (see docs/accept.md).
+VERDICT_PASS, VERDICT_FAIL, VERDICT_INCOMPLETE = "PASS", "FAIL", "INCOMPLETE"
 
 
 @dataclass
@@ -38,13 +40,50 @@ class Check:
 
 
 @dataclass
+class Missing:
+    """A required check that did not run: why, and the command that would supply it.
+    ``allowed``: accepted knowingly (``accept --allow-skip RULE``)."""
+
+    rule: str
+    why: str
+    supply: str
+    description: str = ""
+    allowed: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
 class Verdict:
     checks: list[Check] = field(default_factory=list)
     rules: dict[str, dict[str, Any]] = field(default_factory=dict)
+    missing: list[Missing] = field(default_factory=list)
+    # what kind of machine the rows are from (rules.required.machine_facts)
+    facts: dict[str, bool | None] = field(default_factory=dict)
+
+    @property
+    def status(self) -> str:
+        """FAIL when a check failed; INCOMPLETE when a required check did not run (and was
+        not allowed to skip) or when no check passed at all; else PASS."""
+        if any(c.status == FAIL for c in self.checks):
+            return VERDICT_FAIL
+        if self.unmet or not any(c.status == PASS for c in self.checks):
+            return VERDICT_INCOMPLETE
+        return VERDICT_PASS
 
     @property
     def passed(self) -> bool:
-        return not any(c.status == FAIL for c in self.checks)
+        return self.status == VERDICT_PASS
+
+    @property
+    def unmet(self) -> list[Missing]:
+        """Required checks that did not run and were not allowed to skip."""
+        return [m for m in self.missing if not m.allowed]
+
+    @property
+    def allowed(self) -> list[Missing]:
+        return [m for m in self.missing if m.allowed]
 
     @property
     def failed(self) -> list[Check]:
@@ -64,9 +103,13 @@ class Verdict:
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "verdict": self.status,
             "passed": self.passed,
             "counts": self.counts(),
             "failed_rules": self.failed_rules(),
+            "missing": [m.to_dict() for m in self.unmet],
+            "allowed_skips": [m.to_dict() for m in self.allowed],
+            "machine": self.facts,
             "checks": [c.to_dict() for c in self.checks],
         }
 

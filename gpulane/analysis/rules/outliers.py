@@ -10,6 +10,7 @@ import statistics
 from collections.abc import Mapping
 from typing import Any
 
+from gpulane.analysis.rules.measurement import shown_figure
 from gpulane.analysis.rules.model import FAIL, PASS, Check, fmt, pct
 
 # (figure key, subject) -> the rows of that figure and subject
@@ -38,7 +39,7 @@ def outliers(
         by_figure.setdefault(key, {})[subject] = float(
             statistics.median(float(r[metric]) for r in recs)
         )
-        figures[key] = str(recs[0].get("figure"))
+        figures[key] = shown_figure(recs[0])
     worst: dict[str, Check] = {}
     for key, values in by_figure.items():
         if len(values) < 2:

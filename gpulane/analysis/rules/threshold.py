@@ -1,8 +1,11 @@
 """``min`` and ``max`` checks: a metric against an absolute bound, a fraction of the path's
 line rate, or a fraction of the baseline; then the outliers among peers.
 
-One value per (figure, subject): the median over repeats. Per basis and subject the worst
-figure decides. A value exactly at its threshold passes (``>=`` for min, ``<=`` for max).
+One value per (measurement, subject): the median over repeats of that one measurement
+(:func:`gpulane.analysis.rules.measurement.measurement_key`: a solo copy and the same
+GPU's share of an all-GPUs-at-once copy are two measurements, never one median; so are
+collectives of other world sizes, node counts or backends). Per basis and subject the
+worst measurement decides. A value exactly at its threshold passes (``>=`` for min, ``<=`` for max).
 """
 
 from __future__ import annotations
@@ -14,11 +17,12 @@ from typing import Any
 import pandas as pd
 
 from gpulane.analysis.rules.linerate import expected_gbps
+from gpulane.analysis.rules.measurement import measurement_key, shown_figure
 from gpulane.analysis.rules.model import FAIL, PASS, SKIP, Check, Context, fmt, missing_text, pct
 from gpulane.analysis.rules.outliers import Cells, outliers
 from gpulane.analysis.rules.select import applicable, values
 from gpulane.analysis.rules.subjects import subject_of
-from gpulane.analysis.store import FIGURE_KEYS, METRIC_UNITS, key_frame, records
+from gpulane.analysis.store import METRIC_UNITS, records
 from gpulane.errors import InputError
 
 BaselineIndex = dict[tuple[tuple[str, ...], str], float]
@@ -71,14 +75,12 @@ def _threshold_rule(
         return [Check(rule_id, status, "rows", "-", why, unit=unit)]
     per = str(rule.get("per", "auto"))
     recs_all = records(rows)
-    kind = str(recs_all[0].get("kind"))
-    keys = key_frame(rows, kind) if kind in FIGURE_KEYS else pd.DataFrame(index=rows.index)
     cells: Cells = {}
-    for rec, row_key in zip(recs_all, keys.itertuples(index=False), strict=False):
+    for rec in recs_all:
         subject = subject_of(rec, per, ctx.multi_host, ctx.multi_build)
-        cells.setdefault((tuple(row_key), subject), []).append(rec)
+        cells.setdefault((measurement_key(rec), subject), []).append(rec)
     base_index = (
-        _baseline_index(ctx.baseline, kind, metric, per, ctx.multi_host)
+        _baseline_index(ctx.baseline, metric, per, ctx.multi_host)
         if ctx.baseline is not None
         else None
     )
@@ -130,7 +132,8 @@ def _cell_check(
 ) -> Check:
     """One figure of one subject against one basis."""
     value = float(statistics.median(float(r[metric]) for r in recs))
-    fig = str(recs[0].get("figure"))
+    # the words say which measurement it was when it is not a solo copy
+    fig = shown = shown_figure(recs[0])
     if basis == "absolute":
         threshold = amount
         how = ("at least " if is_min else "at most ") + fmt(amount, unit)
@@ -154,7 +157,7 @@ def _cell_check(
                 SKIP,
                 basis,
                 subject,
-                f"{fig}: {missing}",
+                f"{shown}: {missing}",
                 figure=fig,
                 value=value,
                 unit=unit,
@@ -166,10 +169,12 @@ def _cell_check(
     if not is_min:
         margin = -margin
     if ok:
-        msg = f"{fig}: {fmt(value, unit)} {'>=' if is_min else '<='} {fmt(threshold, unit)} ({how})"
+        msg = (
+            f"{shown}: {fmt(value, unit)} {'>=' if is_min else '<='} {fmt(threshold, unit)} ({how})"
+        )
     else:
         msg = (
-            f"{fig}: {fmt(value, unit)} is {pct(margin)} {'below' if is_min else 'above'} "
+            f"{shown}: {fmt(value, unit)} is {pct(margin)} {'below' if is_min else 'above'} "
             f"{fmt(threshold, unit)} ({how})"
         )
     return Check(
@@ -187,18 +192,19 @@ def _cell_check(
 
 
 def _baseline_index(
-    baseline: pd.DataFrame, kind: str, metric: str, per: str, multi_host: bool
+    baseline: pd.DataFrame, metric: str, per: str, multi_host: bool
 ) -> BaselineIndex:
-    rows = baseline[
-        (baseline["kind"] == kind) & (baseline["status"] == "ok") & baseline[metric].notna()
-    ]
+    """The baseline's figure per (measurement, subject), and per measurement (``*``)."""
+    if metric not in baseline.columns:
+        return {}
+    rows = baseline[(baseline["status"] == "ok") & baseline[metric].notna()]
     index: BaselineIndex = {}
     if rows.empty:
         return index
-    keys = key_frame(rows, kind)
     groups: dict[tuple[tuple[str, ...], str], list[float]] = {}
-    for rec, key in zip(records(rows), keys.itertuples(index=False), strict=False):
+    for rec in records(rows):
+        key = measurement_key(rec)
         value = float(rec[metric])
-        groups.setdefault((tuple(key), subject_of(rec, per, multi_host)), []).append(value)
-        groups.setdefault((tuple(key), "*"), []).append(value)
+        groups.setdefault((key, subject_of(rec, per, multi_host)), []).append(value)
+        groups.setdefault((key, "*"), []).append(value)
     return {k: float(statistics.median(v)) for k, v in groups.items()}

@@ -46,22 +46,50 @@ def _read(path: Path) -> Topology:
     return load_topology(path)
 
 
-def resolve_baseline(
-    value: Any, results_dir: Path
-) -> tuple[pd.DataFrame | None, str | None, str | None]:
-    """(rows, where from, name to store as) for baseline=VALUE."""
+def baselines_dir(results_dir: str | None, run: Any) -> Path:
+    """Where named baselines live: ``<results_dir>/baselines``, as an absolute path.
+
+    ``results_dir`` as given (``results_dir=``); when it is left at its default (``runs``)
+    and the rows come from ``run=DIR``, the results directory is the one that holds DIR
+    (the nearest directory above DIR with a ``baselines/`` in it, else DIR's parent), so
+    that checking old rows from another directory does not start a second ``runs/``.
+    """
+    given = str(results_dir or "runs")
+    if given != "runs" or not run:
+        return (Path(given) / BASELINES_DIR).resolve()
+    target = Path(str(run)).resolve()
+    start = target.parent if target.is_dir() else target.parent.parent
+    for d in (start, *start.parents):
+        if (d / BASELINES_DIR).is_dir():
+            return d / BASELINES_DIR
+    return start / BASELINES_DIR
+
+
+def stored_baselines(root: Path) -> list[str]:
+    if not root.is_dir():
+        return []
+    return sorted(d.name for d in root.iterdir() if d.is_dir() and not d.name.endswith(".tmp"))
+
+
+def resolve_baseline(value: Any, root: Path) -> tuple[pd.DataFrame | None, str | None]:
+    """(rows, where from) for baseline=VALUE: a run directory or rows file, or a name under
+    ``root`` (see :func:`baselines_dir`). A baseline that does not exist is bad input
+    naming the ones that do: it is never created by asking for it (save_baseline=NAME)."""
     if value is None or str(value) == "":
-        return None, None, None
+        return None, None
     text = str(value)
+    named = root / text
+    if "/" not in text and named.is_dir():
+        return load_frame([named]), str(named)
     p = Path(text)
     if p.exists():
-        return load_frame([p]), str(p), None
-    named = results_dir / BASELINES_DIR / text
-    if named.exists():
-        return load_frame([named]), str(named), None
-    if "/" in text or text.startswith("."):
-        raise InputError(f"baseline: {text}: no such run directory")
-    return None, None, text
+        return load_frame([p]), str(p)
+    there = stored_baselines(root)
+    listed = ", ".join(there) if there else "none yet; store one with save_baseline=NAME"
+    raise InputError(
+        f"baseline: {text!r} is neither a run directory nor a stored baseline in {root} "
+        f"(stored: {listed})"
+    )
 
 
 def store_baseline(

@@ -11,14 +11,18 @@ from gpulane.analysis.rules import FAIL, PASS, SKIP, Verdict
 
 
 def junit_xml(verdict: Verdict, name: str = "gpulane accept") -> str:
+    """One testcase per check line: a failure, a skipped (never a pass), or a pass; and
+    one per required check that did not run: an error (INCOMPLETE), or skipped when it
+    was allowed to skip (--allow-skip), saying so."""
     counts = verdict.counts()
+    unmet, allowed = verdict.unmet, verdict.allowed
     suite = ET.Element(
         "testsuite",
         name=name,
-        tests=str(len(verdict.checks)),
+        tests=str(len(verdict.checks) + len(unmet) + len(allowed)),
         failures=str(counts[FAIL]),
-        skipped=str(counts[SKIP]),
-        errors="0",
+        skipped=str(counts[SKIP] + len(allowed)),
+        errors=str(len(unmet)),
     )
     for c in verdict.checks:
         case = ET.SubElement(
@@ -35,8 +39,26 @@ def junit_xml(verdict: Verdict, name: str = "gpulane accept") -> str:
         else:
             out = ET.SubElement(case, "system-out")
             out.text = c.message
+    for m in [*unmet, *allowed]:
+        case = ET.SubElement(
+            suite, "testcase", classname=f"gpulane.accept.{m.rule}", name="required"
+        )
+        if m.allowed:
+            ET.SubElement(
+                case, "skipped", message=f"required, did not run, allowed by --allow-skip: {m.why}"
+            )
+        else:
+            error = ET.SubElement(
+                case, "error", message=f"required check did not run: {m.why}", type="incomplete"
+            )
+            error.text = f"{m.description}\n{m.why}\nsupply it with: {m.supply}"
     suites = ET.Element(
-        "testsuites", name=name, tests=suite.get("tests", "0"), failures=suite.get("failures", "0")
+        "testsuites",
+        name=name,
+        tests=suite.get("tests", "0"),
+        failures=suite.get("failures", "0"),
+        errors=suite.get("errors", "0"),
+        skipped=suite.get("skipped", "0"),
     )
     suites.append(suite)
     ET.indent(suites)
@@ -69,9 +91,19 @@ def print_verdict(verdict: Verdict, fmt: str) -> None:
     table = verdict_table(verdict)
     counts = verdict.counts()
     summary = (
-        f"accept: {'PASS' if verdict.passed else 'FAIL'}: {counts[PASS]} passed, {counts[FAIL]} failed, "
+        f"accept: {verdict.status}: {counts[PASS]} passed, {counts[FAIL]} failed, "
         f"{counts[SKIP]} skipped"
-        + (f"; failed rules: {', '.join(verdict.failed_rules())}" if not verdict.passed else "")
+        + (f"; failed rules: {', '.join(verdict.failed_rules())}" if verdict.failed else "")
+        + (
+            f"; required but not run: {', '.join(m.rule for m in verdict.unmet)}"
+            if verdict.unmet
+            else ""
+        )
+        + (
+            f"; allowed to skip: {', '.join(m.rule for m in verdict.allowed)}"
+            if verdict.allowed
+            else ""
+        )
     )
     if fmt == "json":
         print(json.dumps(verdict.to_dict(), indent=1, default=str))
@@ -81,6 +113,8 @@ def print_verdict(verdict: Verdict, fmt: str) -> None:
 
         print(markdown_table(table))
         print(f"**{summary}**")
+        for line in missing_lines(verdict):
+            print(line)
         return
     if fmt == "table":
         from rich.console import Console
@@ -97,3 +131,14 @@ def print_verdict(verdict: Verdict, fmt: str) -> None:
             t.add_row(*[str(v) for v in row], style=styles.get(row[0], ""))
         console.print(t)
     print(summary)
+    for line in missing_lines(verdict):
+        print(line)
+    if verdict.status == "INCOMPLETE" and not verdict.unmet:
+        print("# no check passed: nothing was checked (a run must show something to PASS)")
+
+
+def missing_lines(verdict: Verdict) -> list[str]:
+    """What each required check that did not run lacked, and what supplies it."""
+    out = [f"# missing: {m.rule}: {m.why}; supply it with: {m.supply}" for m in verdict.unmet]
+    out += [f"# allowed to skip (--allow-skip): {m.rule}: {m.why}" for m in verdict.allowed]
+    return out

@@ -7,7 +7,9 @@ run directory of rows beneath the group. ``run=DIR`` skips measuring and checks 
 that exist. Either way the rows are checked against the rule set (``rules`` group) and
 the result is written beside them: ``accept.json``, ``junit.xml``, ``report.html``.
 
-Exit status: 0 when every rule passes, 1 when one fails, 2 for bad input.
+Exit status (docs/accept.md): 0 PASS, 1 FAIL (a check failed), 2 bad input, 3 INCOMPLETE
+(a check the rule set requires on this kind of machine did not run, and was not allowed
+to skip with ``--allow-skip RULE``; or nothing passed at all).
 """
 
 from __future__ import annotations
@@ -22,10 +24,17 @@ import pandas as pd
 from gpulane.analysis.report import render_report
 from gpulane.analysis.report.accept_json import read_accept
 from gpulane.analysis.rules import FAIL, Check, Verdict, evaluate, load_rules
-from gpulane.analysis.store import BASELINES_DIR, load_frame
+from gpulane.analysis.rules.evaluate import check_allow_skip
+from gpulane.analysis.rules.model import VERDICT_FAIL, VERDICT_INCOMPLETE
+from gpulane.analysis.store import load_frame
 from gpulane.campaigns.accept.campaign_checks import campaign_checks
 from gpulane.campaigns.accept.findings import accept_doctor, findings_json
-from gpulane.campaigns.accept.inputs import resolve_baseline, resolve_topology, store_baseline
+from gpulane.campaigns.accept.inputs import (
+    baselines_dir,
+    resolve_baseline,
+    resolve_topology,
+    store_baseline,
+)
 from gpulane.campaigns.accept.output import junit_xml, print_verdict
 from gpulane.campaigns.accept.suite import Step, gpu_count, run_suite, step_checks
 from gpulane.config.commands import AcceptConfig
@@ -35,6 +44,10 @@ from gpulane.rundir import make_run_dir, save_config
 ACCEPT_JSON = "accept.json"
 JUNIT_XML = "junit.xml"
 REPORT_HTML = "report.html"
+# A required check did not run: neither a pass (0) nor a fault of the machine (1) nor bad
+# input (2).
+INCOMPLETE_EXIT = 3
+EXIT_STATUS = {VERDICT_FAIL: RunFailed.exit_code, VERDICT_INCOMPLETE: INCOMPLETE_EXIT}
 
 
 @dataclass
@@ -63,7 +76,12 @@ def accept(cfg: AcceptConfig) -> int:
         print(f"# {name}: {path}")
     if outcome.stored_baseline is not None:
         print(f"# baseline stored: {outcome.stored_baseline}")
-    return 0 if outcome.verdict.passed else RunFailed.exit_code
+    elif cfg.save_baseline:
+        print(
+            f"# baseline {cfg.save_baseline!r} not stored: the verdict is "
+            f"{outcome.verdict.status}, and a baseline is a run that passed"
+        )
+    return EXIT_STATUS.get(outcome.verdict.status, 0)
 
 
 def _out_dir(cfg: AcceptConfig, default: Path) -> Path:
@@ -80,19 +98,39 @@ def _out_dir(cfg: AcceptConfig, default: Path) -> Path:
     return out
 
 
-def run_accept(cfg: AcceptConfig) -> Outcome:
-    results_dir = Path(str(cfg.results_dir or "runs"))
+def _rules_spec(cfg: AcceptConfig) -> dict[str, Any]:
+    if cfg.rules_file:
+        from gpulane.campaigns.accept.rules_input import load_rules_file
+
+        return load_rules_file(str(cfg.rules_file))
     raw_rules = cfg.rules
     if not isinstance(raw_rules, dict):
-        raise InputError("rules: expected a rule set (rules=default, nvlink or pcie)")
-    rules_spec: dict[str, Any] = {str(k): v for k, v in raw_rules.items()}
+        raise InputError("rules: expected a rule set (rules=default, nvlink, pcie or a YAML file)")
+    return {str(k): v for k, v in raw_rules.items()}
+
+
+def run_accept(cfg: AcceptConfig) -> Outcome:
+    rules_spec = _rules_spec(cfg)
     load_rules(rules_spec)  # a bad rule is an input error before anything is measured
-    baseline, baseline_src, store_as = resolve_baseline(cfg.baseline, results_dir)
+    allow_skip = check_allow_skip(list(cfg.allow_skip or []), rules_spec)
+    if cfg.save_baseline is not None and (
+        not str(cfg.save_baseline).strip() or "/" in str(cfg.save_baseline)
+    ):
+        raise InputError(
+            f"save_baseline: {cfg.save_baseline!r}: expected a name (no /); it is stored "
+            "under <results_dir>/baselines"
+        )
+    base_root = baselines_dir(cfg.results_dir, cfg.run)
+    baseline, baseline_src = resolve_baseline(cfg.baseline, base_root)
     # A topology given (a file, live) is read now: bad input before anything is measured.
     # Only topology=auto waits for the rows, to find the topology.json beside them.
     given = None if str(cfg.topology or "auto") == "auto" else resolve_topology(cfg.topology, [])
     steps: list[Step] = []
     gpus = 0
+    if cfg.run is not None and not str(cfg.run).strip():
+        raise InputError(
+            "run: empty; give a run directory or rows file (or leave run out to measure)"
+        )
     if cfg.run:
         target = Path(str(cfg.run))
         if not target.exists():
@@ -124,6 +162,8 @@ def run_accept(cfg: AcceptConfig) -> Outcome:
         topology,
         baseline,
         evidence={"doctor": found["findings"]} if doctor is not None else None,
+        gpus=gpus if not cfg.run else None,
+        allow_skip=allow_skip,
     )
     groups = [p for p in paths if p.is_dir()]
     campaign = [c for g in groups for c in campaign_checks(g)]
@@ -142,6 +182,7 @@ def run_accept(cfg: AcceptConfig) -> Outcome:
         verdict, frame, out, steps=steps, baseline=baseline_src, findings=found["findings"]
     )
     meta = {
+        "verdict": verdict.status,
         "passed": verdict.passed,
         "build": build or ", ".join(sorted({str(b) for b in frame["build"].dropna()})),
         "rows_from": [str(p) for p in paths],
@@ -163,7 +204,7 @@ def run_accept(cfg: AcceptConfig) -> Outcome:
         outcome.files["junit"] = path
     if cfg.html:
         path = out / REPORT_HTML if cfg.html is True else Path(str(cfg.html))
-        title = f"gpulane accept: {meta['build']} ({'PASS' if verdict.passed else 'FAIL'})"
+        title = f"gpulane accept: {meta['build']} ({verdict.status})"
         path.write_text(
             render_report(
                 frame,
@@ -181,17 +222,13 @@ def run_accept(cfg: AcceptConfig) -> Outcome:
             encoding="utf-8",
         )
         outcome.files["report"] = path
-    name = cfg.save_baseline or (store_as if verdict.passed else None)
-    if store_as and not verdict.passed and not cfg.save_baseline:
-        print(
-            f"# baseline {store_as!r} not stored: this run failed (force with save_baseline={store_as})"
-        )
+    name = cfg.save_baseline if verdict.passed else None
     if name:
         dirs = sorted({Path(d) for d in frame["run_dir"].dropna().unique()}) if len(frame) else []
         outcome.stored_baseline = store_baseline(
             dirs,
             topology,
-            results_dir / BASELINES_DIR / str(name),
+            base_root / str(name),
             {
                 "name": str(name),
                 "from": [str(p) for p in paths],

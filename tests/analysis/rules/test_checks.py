@@ -59,8 +59,13 @@ def test_a_new_row_is_loaded_and_run(new_check: None) -> None:
     # Without the input it needs, the evaluator skips it and says which input is missing.
     (c,) = evaluate(frame, SPEC).checks
     assert (c.status, c.message) == (SKIP, "no doctor given")
+    # Required, it makes the verdict INCOMPLETE (not FAIL), naming the input and its source.
     required = {"checks": {"p2p_used": {**SPEC["checks"]["p2p_used"], "required": True}}}
-    assert evaluate(frame, required).checks[0].status == FAIL
+    v = evaluate(frame, required)
+    assert v.checks[0].status == SKIP and v.status == "INCOMPLETE"
+    assert [(m.rule, m.supply) for m in v.missing] == [
+        ("p2p_used", "gpulane accept doctor=live on the machine")
+    ]
     # Its keys are known to the loader (and required ones enforced) from the row alone.
     with pytest.raises(InputError, match="needs transports"):
         evaluate(frame, {"checks": {"x": {"check": "transport_matches"}}})
@@ -77,6 +82,8 @@ def test_topology_checks_without_a_topology() -> None:
     v = evaluate(frame, spec, None)
     assert [(c.rule, c.status, c.basis) for c in v.checks] == [
         ("links", SKIP, "topology"),
-        ("p2p", FAIL, "topology"),
+        ("p2p", SKIP, "topology"),
     ]
+    assert v.status == "INCOMPLETE" and [m.rule for m in v.missing] == ["p2p"]
+    assert "gpulane topo --json" in v.missing[0].supply
     assert v.checks[0].message == "no topology (accept topology=FILE from `gpulane topo --json`)"

@@ -29,12 +29,19 @@ def nvlink_frame(**kw: Any) -> pd.DataFrame:
     return frame_from_rows(rows)
 
 
+# The nccl-tests logs carry no NCCL INFO account and the copy fixture no all-GPUs-at-once
+# rows: required on a 2-GPU machine, their absence is accepted knowingly here.
+ALLOW = ["nccl_transport_matches_path", "pinned_h2d_all_gpus", "pinned_d2h_all_gpus"]
+
+
 def lines(v: Verdict, rule: str, status: str | None = None) -> list[Any]:
     return [c for c in v.checks if c.rule == rule and (status is None or c.status == status)]
 
 
 def test_h200_rows_pass_the_default_rules() -> None:
     v = evaluate(nvlink_frame(), rule_set(), h200_topology())
+    assert v.status == "INCOMPLETE" and sorted(m.rule for m in v.unmet) == sorted(ALLOW)
+    v = evaluate(nvlink_frame(), rule_set(), h200_topology(), allow_skip=ALLOW)
     assert v.passed, v.failed
     ar = lines(v, "all_reduce_busbw_nvlink", PASS)[0]
     # 1 GiB: 328.36 GB/s (in-place) and 327.84 (out-of-place, the worse, decides) of 18 x 26.562.
@@ -67,7 +74,7 @@ def test_p2p_disabled_fails_the_nvlink_rule_naming_it() -> None:
 
 def test_baseline_fraction() -> None:
     base = nvlink_frame()
-    same = evaluate(nvlink_frame(), rule_set(), h200_topology(), baseline=base)
+    same = evaluate(nvlink_frame(), rule_set(), h200_topology(), baseline=base, allow_skip=ALLOW)
     assert same.passed
     assert lines(same, "collective_busbw_vs_baseline", PASS)
     rows = nccl_rows(
@@ -219,7 +226,9 @@ def test_required_and_absolute_and_max_rules() -> None:
         },
     }
     v = evaluate(nvlink_frame(), spec, None)
-    assert lines(v, "tokens_needed")[0].status == FAIL
+    # required and not run: INCOMPLETE (the line is a skip), FAIL comes from small_latency
+    assert lines(v, "tokens_needed")[0].status == SKIP
+    assert [m.rule for m in v.missing] == ["tokens_needed"] and v.status == "FAIL"
     lat = lines(v, "small_latency", FAIL)[0]
     assert lat.value == pytest.approx(19.12) and "above 10 us" in lat.message
     assert lines(v, "big_busbw", PASS)[0].figure == "all_reduce float 8 GiB"

@@ -13,6 +13,10 @@ import pytest
 from gpulane.commands.accept import to_overrides
 from gpulane.errors import InputError
 from tests.analysis.fixture_rows import copy_rows, h200_topology, nccl_rows, write_run
+from tests.analysis.rules.synthetic import host_copies
+
+# nccl-tests logs carry no NCCL INFO account: a required check accepted as missing here
+ALLOW = ["--allow-skip", "nccl_transport_matches_path"]
 
 
 def gpulane(*args: str, cwd: Path, timeout: int = 300) -> subprocess.CompletedProcess[str]:
@@ -33,7 +37,13 @@ def nvlink_run(tmp_path: Path) -> Path:
         nccl_rows("h200x2/nccl-tests-all_reduce.txt", build="nvlink", run_id="sweep-1")
         + nccl_rows("h200x2/nccl-tests-all_gather.txt", build="nvlink", run_id="sweep-1"),
     )
-    write_run(run, copy_rows(build="nvlink", run_id="copy-1"))
+    at_once = [
+        r
+        for r in host_copies(2, build="nvlink", run_id="copy-1")
+        if (r.extra or {}).get("test") == "all-gpus"
+    ]
+    peers = {("GPU0", "GPU1"): 395.7, ("GPU1", "GPU0"): 395.5}
+    write_run(run, copy_rows(build="nvlink", run_id="copy-1", p2p_gbps=peers) + at_once)
     (run / "topology.json").write_text(json.dumps(h200_topology()))
     return run
 
@@ -66,14 +76,24 @@ def test_option_mapping() -> None:
 
 
 def test_accept_existing_rows_passes(nvlink_run: Path, tmp_path: Path) -> None:
-    proc = gpulane("accept", f"run={nvlink_run}", cwd=tmp_path)
+    proc = gpulane("accept", f"run={nvlink_run}", *ALLOW, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "accept: PASS" in proc.stdout and "all_reduce_busbw_nvlink" in proc.stdout
     result = json.loads((nvlink_run / "accept.json").read_text())
     assert result["passed"] is True and result["topology"].endswith("topology.json")
     suite = ET.parse(nvlink_run / "junit.xml").getroot().find("testsuite")
     assert suite is not None and suite.get("failures") == "0"
-    assert int(suite.get("tests", "0")) == len(result["checks"])
+    # every check line, and the allowed skip as a skipped case of its own (never a pass)
+    assert int(suite.get("tests", "0")) == len(result["checks"]) + 1
+    assert [a["rule"] for a in result["allowed_skips"]] == ["nccl_transport_matches_path"]
+    allowed = [
+        c for c in suite.iter("testcase")
+        if c.get("classname") == "gpulane.accept.nccl_transport_matches_path"
+        and c.get("name") == "required"
+    ]  # fmt: skip
+    skipped = allowed[0].find("skipped")
+    assert skipped is not None and "--allow-skip" in skipped.get("message", "")
+    assert int(suite.get("skipped", "0")) == result["counts"]["skip"] + 1
     names = {c.get("classname") for c in suite.iter("testcase")}
     assert "gpulane.accept.pinned_h2d" in names
     html = (nvlink_run / "report.html").read_text()
@@ -106,8 +126,9 @@ def test_accept_fails_naming_the_rule(socket_run: Path, tmp_path: Path) -> None:
 def test_baseline_is_stored_then_used(nvlink_run: Path, socket_run: Path, tmp_path: Path) -> None:
     runs = tmp_path / "runs"
     first = gpulane(
-        "accept", f"run={nvlink_run}", f"results_dir={runs}", "--baseline", "golden", cwd=tmp_path
-    )
+        "accept", f"run={nvlink_run}", f"results_dir={runs}", "save_baseline=golden", *ALLOW,
+        cwd=tmp_path,
+    )  # fmt: skip
     assert first.returncode == 0, first.stdout + first.stderr
     stored = runs / "baselines" / "golden"
     assert f"# baseline stored: {stored}" in first.stdout
@@ -116,8 +137,9 @@ def test_baseline_is_stored_then_used(nvlink_run: Path, socket_run: Path, tmp_pa
     assert json.loads((stored / "baseline.json").read_text())["passed"] is True
 
     again = gpulane(
-        "accept", f"run={nvlink_run}", f"results_dir={runs}", "--baseline", "golden", cwd=tmp_path
-    )
+        "accept", f"run={nvlink_run}", f"results_dir={runs}", "--baseline", "golden", *ALLOW,
+        cwd=tmp_path,
+    )  # fmt: skip
     assert again.returncode == 0 and "collective_busbw_vs_baseline" in again.stdout
     assert "no baseline given" not in again.stdout
 
@@ -153,7 +175,9 @@ def test_rule_overrides_and_rule_sets(nvlink_run: Path, tmp_path: Path) -> None:
         cwd=tmp_path,
     )
     assert proc.returncode == 1 and "failed rules: all_reduce_busbw_nvlink" in proc.stdout
-    proc = gpulane("accept", f"run={nvlink_run}", "--rules", "pcie", "format=json", cwd=tmp_path)
+    proc = gpulane(
+        "accept", f"run={nvlink_run}", "--rules", "pcie", "format=json", *ALLOW, cwd=tmp_path
+    )
     assert proc.returncode == 0
     assert "all_reduce_busbw_nvlink" not in proc.stdout and "pinned_h2d" in proc.stdout
 
