@@ -80,3 +80,14 @@ def test_summary_mean_from_the_uninstrumented_loop_and_wrong_counts() -> None:
     assert s.time_us_p99 == pytest.approx(5.99)
     assert s.wrong == 3
     assert summarize(point, [a, Measurement([1e-6, 1e-6], None)]).wrong is None
+
+
+@pytest.mark.parametrize("ranks", [0, 2], ids=["no-rank", "no-timed-iteration"])
+def test_summary_of_nothing_timed_is_zero_time_and_no_percentile(ranks: int) -> None:
+    # A point no rank timed (all ranks failed before their loop): time 0 and bandwidth 0
+    # (never a made-up time), percentiles unknown (NaN).
+    point = plan_point("all_reduce", 1024, "float", "sum", 0, 2)
+    s = summarize(point, [Measurement([], None) for _ in range(ranks)])
+    assert s.time_us == 0.0 and s.algbw_gbps == 0.0 and s.busbw_gbps == 0.0
+    assert math.isnan(s.time_us_p50) and math.isnan(s.time_us_p99)
+    assert s.wrong == (0 if ranks == 0 else None)
