@@ -188,3 +188,17 @@ def test_terminal_summary_says_what_the_geomean_is_over() -> None:
     print_terminal(cmp, file=buf)
     assert "left out, a side at 0: 8 B" in buf.getvalue()
     assert "inf" not in buf.getvalue()
+
+
+def test_report_page_keeps_the_machines_apart() -> None:
+    from gpulane.analysis.report.page import render_report
+
+    # same backend, same world size: only the GPU model and host tell the rows apart
+    h100 = h200_rows("nvlink", "r-h100")
+    for r in h100:
+        r.versions = {"gpu": "NVIDIA H100 80GB HBM3"}
+        r.host = "h100-b"
+    frame = frame_from_rows(h200_rows("nvlink") + h100)
+    html = render_report(frame)
+    assert "nvlink [NVIDIA H100 80GB HBM3, h100-b]" in html
+    assert "nvlink [NVIDIA H200, h200-a]" in html
