@@ -202,3 +202,19 @@ def test_report_page_keeps_the_machines_apart() -> None:
     html = render_report(frame)
     assert "nvlink [NVIDIA H100 80GB HBM3, h100-b]" in html
     assert "nvlink [NVIDIA H200, h200-a]" in html
+
+
+def test_a_part_a_row_does_not_name_is_no_difference() -> None:
+    named = h200_rows("nvlink")
+    unnamed = h200_rows("nvlink", "r-old")
+    for r in unnamed:
+        r.host = None
+        r.versions = {}
+    frame = frame_from_rows(named + unnamed)
+    assert mixed_machines("nvlink", frame) is None
+    # but two named GPU models are two machines, whatever else the rows leave out
+    other = h200_rows("nvlink", "r-h100")
+    for r in other:
+        r.host, r.versions = None, {"gpu": "NVIDIA H100"}
+    text = mixed_machines("nvlink", frame_from_rows(named + other))
+    assert text is not None and "(gpu: NVIDIA H200, NVIDIA H100)" in text

@@ -62,7 +62,9 @@ def machine_frame(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def _varying(machines: pd.DataFrame) -> list[str]:
-    return [p for p in PARTS if machines[p].nunique() > 1]
+    """The parts with two or more values the rows name: a row that does not name its host
+    (an imported log without a device list) is not taken for another machine."""
+    return [p for p in PARTS if machines.loc[machines[p] != UNKNOWN[p], p].nunique() > 1]
 
 
 def _split_labels(label: str, machines: pd.DataFrame) -> pd.Series:
