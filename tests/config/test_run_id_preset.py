@@ -109,3 +109,10 @@ def test_multirun_over_presets_on_cpu_refuses(tmp_path: Path) -> None:
     assert out.returncode == 2, out.stdout + out.stderr
     assert "preset=nvlink: a preset sets NCCL_*" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_tokens_preset_on_cpu_is_refused(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    out = gpulane("tokens", "device=cpu", "preset=pcie-host", f"results_dir={runs}", cwd=tmp_path)
+    assert "preset=pcie-host: a preset sets NCCL_* variables" in one_error(out)
+    assert not runs.exists() or run_dirs(runs) == []
