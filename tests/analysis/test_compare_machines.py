@@ -110,7 +110,7 @@ def test_h200_and_gloo_under_one_label_are_refused() -> None:
 def test_any_one_part_that_differs_is_named(rows_b: object, differ: str) -> None:
     frame = frame_from_rows(gloo_rows("x", "a") + rows_b())  # type: ignore[operator]
     text = mixed_machines("x", frame)
-    assert text is not None and f"({differ})" in text
+    assert text is not None and f"({differ}" in text
 
 
 def test_copies_and_collectives_of_one_machine_by_different_tools_are_one_side() -> None:
@@ -154,8 +154,8 @@ def test_a_zero_on_the_reference_side_is_no_inf() -> None:
 def test_report_draws_one_series_per_machine() -> None:
     frame = frame_from_rows(h200_rows("nvlink") + gloo_rows("nvlink", "g") + gloo_rows("pcie", "p"))
     labels = series_labels(frame)
-    assert set(labels) == {"nvlink [NVIDIA H200, h200-a, nccl-tests]",
-                           "nvlink [cpu, vm, torch-gloo]", "pcie"}  # fmt: skip
+    # backends are a report's panels of their own: the series split by GPU model and host
+    assert set(labels) == {"nvlink [NVIDIA H200, h200-a]", "nvlink [cpu, vm]", "pcie"}
 
 
 def test_compare_command_refuses_mixed_machines_in_one_line(tmp_path: Path) -> None:
@@ -218,3 +218,18 @@ def test_a_part_a_row_does_not_name_is_no_difference() -> None:
         r.host, r.versions = None, {"gpu": "NVIDIA H100"}
     text = mixed_machines("nvlink", frame_from_rows(named + other))
     assert text is not None and "(gpu: NVIDIA H200, NVIDIA H100)" in text
+
+
+def test_two_tools_on_one_machine_only_where_they_measured_the_same_figure() -> None:
+    nccl_tests = h200_rows("nvlink")
+    torch_bf16 = []
+    for r in h200_rows("nvlink", "r-torch"):
+        if r.in_place:  # torch.distributed's all_reduce is in-place only
+            torch_bf16.append(Row(**{**r.to_dict(), "backend": "torch-nccl", "dtype": "bfloat16"}))
+    assert mixed_machines("nvlink", frame_from_rows(nccl_tests + torch_bf16)) is None
+    torch_float = [Row(**{**r.to_dict(), "dtype": "float"}) for r in torch_bf16]
+    text = mixed_machines("nvlink", frame_from_rows(nccl_tests + torch_float))
+    assert text is not None
+    assert text.startswith(
+        "nvlink holds collective rows of 2 tools (backend: nccl-tests, torch-nccl, both measured all_reduce float 8 B in-place)"
+    )

@@ -7,9 +7,11 @@ and the backend of a row, per kind of row (a build's copies and its collectives 
 from different tools on the same machine). ``compare`` refuses a side whose rows of one
 kind come from several machines (:func:`mixed_machines`, one line naming what differs
 and the runs of each); a report draws them as separate series,
-``nvlink [NVIDIA H200, h200-a, nccl-tests]`` beside ``nvlink [cpu, vm, torch-gloo]``
-(:func:`series_labels`). World sizes need neither: they are part of every collective
-figure's key (:data:`store.FIGURE_KEYS`), and a report's panels are per world size.
+``nvlink [NVIDIA H200, h200-a]`` beside ``nvlink [cpu, vm]`` (:func:`series_labels`;
+backends are panels of their own there). Two backends on one machine (nccl-tests float
+beside torch bfloat16) are refused only where they measured the same figure. World sizes
+need neither: they are part of every collective figure's key (:data:`store.FIGURE_KEYS`),
+and a report's panels are per world size.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pandas as pd
+
+from gpulane.analysis.store import FIGURE_KEYS, key_frame
 
 # What tells machines apart, in the order a split label names them.
 PARTS = ("gpu", "host", "backend")
@@ -67,9 +71,9 @@ def _varying(machines: pd.DataFrame) -> list[str]:
     return [p for p in PARTS if machines.loc[machines[p] != UNKNOWN[p], p].nunique() > 1]
 
 
-def _split_labels(label: str, machines: pd.DataFrame) -> pd.Series:
+def _split_labels(label: str, machines: pd.DataFrame, parts: tuple[str, ...] = PARTS) -> pd.Series:
     """Per row: ``label`` when every row has one machine, else ``label [parts that differ]``."""
-    varying = _varying(machines)
+    varying = [p for p in _varying(machines) if p in parts]
     if not varying:
         return pd.Series(label, index=machines.index, dtype=object)
     words = machines[varying].astype(str).agg(", ".join, axis=1)
@@ -81,10 +85,26 @@ def _listing(values: Sequence[str], limit: int = 4) -> str:
     return ", ".join(vals[:limit]) + (f" (+{len(vals) - limit})" if len(vals) > limit else "")
 
 
+def _shared_figure(part: pd.DataFrame, kind: str, groups: pd.Series) -> str | None:
+    """A figure (its label) that rows of two of ``groups`` both hold, or None."""
+    if kind not in FIGURE_KEYS:
+        return None
+    keys = list(key_frame(part, kind).astype(str).agg("\x1f".join, axis=1))
+    figures = list(part["figure"]) if "figure" in part.columns else keys
+    seen: dict[str, object] = {}
+    for key, group, figure in zip(keys, list(groups), figures, strict=True):
+        if key in seen and seen[key] != group:
+            return str(figure)
+        seen.setdefault(key, group)
+    return None
+
+
 def mixed_machines(label: str, frame: pd.DataFrame) -> str | None:
-    """None when, per kind, every row of ``frame`` comes from one machine; else, in words,
-    the first kind whose rows come from several: which parts differ, with the values and
-    the runs of each machine."""
+    """None when no figure of ``frame`` would pool two machines; else, in words, the first
+    kind whose rows come from several: which parts differ, with the values and the runs of
+    each. Rows of two GPU models or hosts are always two machines; rows of one machine by
+    two backends (nccl-tests float beside torch bfloat16) only where both measured the
+    same figure (their mean would be neither tool's)."""
     if frame.empty:
         return None
     rows = frame[frame["status"] == "ok"] if "status" in frame.columns else frame
@@ -93,16 +113,22 @@ def mixed_machines(label: str, frame: pd.DataFrame) -> str | None:
         varying = _varying(machines)
         if not varying:
             continue
-        differ = "; ".join(f"{p}: {_listing(list(machines[p]))}" for p in varying)
         labels = _split_labels(label, machines)
+        shared = ""
+        if varying == ["backend"]:
+            figure = _shared_figure(part, str(kind), labels)
+            if figure is None:
+                continue
+            shared = f", both measured {figure}"
+        differ = "; ".join(f"{p}: {_listing(list(machines[p]))}" for p in varying)
         runs = []
         for name in dict.fromkeys(labels):
             ids = _listing([str(r) for r in part.loc[labels == name, "run_id"]], 3)
             runs.append(f"{name.removeprefix(label).strip()} in run {ids}")
-        count = labels.nunique()
+        what = "machines" if varying != ["backend"] else "tools"
         return (
-            f"{label} holds {kind} rows of {count} machines ({differ}), whose figures "
-            f"cannot be pooled: {'; '.join(runs)}"
+            f"{label} holds {kind} rows of {labels.nunique()} {what} ({differ}{shared}), "
+            f"whose figures cannot be pooled: {'; '.join(runs)}"
         )
     return None
 
@@ -119,5 +145,6 @@ def series_labels(frame: pd.DataFrame, column: str = "build") -> pd.Series:
     kinds = frame["kind"].astype(str) if "kind" in frame.columns else pd.Series("", frame.index)
     for key, index in frame.groupby([values, kinds], sort=False).groups.items():
         value = key[0] if isinstance(key, tuple) else key
-        out.loc[index] = _split_labels(str(value), machines.loc[index])
+        # backends are a report's panels already: the series split by GPU model and host
+        out.loc[index] = _split_labels(str(value), machines.loc[index], ("gpu", "host"))
     return out
