@@ -148,16 +148,25 @@ def rank_env(run_path: Path, env: dict[str, str], nccl: bool = True) -> dict[str
 
 
 def make_run_dir(cfg: CommonConfig, run_id: str | None = None) -> RunDir:
-    """A new run directory under results_dir, checked writable with room for a run. With
-    ``run_id`` (every rank of an outer launcher derives the same one) the directory may
+    """A new run directory under results_dir, checked writable with room for a run, named
+    by ``run_id=NAME`` when the configuration gives one (it must not exist yet), else by a
+    new id. With ``run_id`` (every rank of an outer launcher derives the same one) the directory may
     exist already: each rank creates it or finds it, and checks it on its own, so that no
     rank depends on another having got there first."""
     build = build_label(cfg)
-    run_id = run_id or new_run_id(build)
+    shared = run_id is not None  # every rank of an outer launch makes or finds it
+    given = getattr(cfg, "run_id", None)  # run_id=NAME: the user's name for the directory
+    run_id = str(given) if given else (run_id or new_run_id(build))
     root = Path(str(cfg.results_dir or "runs"))
     path = root / run_id
+    if given and not shared and (path.exists() or path.is_symlink()):
+        # Never write into (or over) a run that is already there.
+        raise InputError(
+            f"run_id={run_id}: {path} exists already; choose another run_id, or leave "
+            "run_id out for a new name"
+        )
     try:
-        path.mkdir(parents=True, exist_ok=run_id is not None)
+        path.mkdir(parents=True, exist_ok=shared)
         # A probe of this process's own: ranks sharing the directory must not remove
         # each other's (that was a race under the user's own mpirun).
         probe = path / f".writable.{socket.gethostname()}.{os.getpid()}"

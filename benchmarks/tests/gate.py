@@ -153,6 +153,27 @@ TARGETS = [
         ("tests/analysis/rules",),
     ),
 ]
+# the statistics every backend's rows share, and the copy timer's per-copy arithmetic
+# (two planted bugs survived before these targets: p99 as percentile(.., 90), and a copy
+# time divided by the wrong number of repetitions)
+TARGETS += [
+    Target(
+        "harness-stats",
+        ("gpulane/collectives/harness.py",),
+        ("tests/collectives/test_harness.py",),
+        functions=tuple(
+            f"gpulane.collectives.harness.x_{fn}__mutmut_*" for fn in ("percentile", "summarize")
+        ),
+        note="percentile and a point's summary (mean, p50, p99, bandwidths)",
+    ),
+    Target(
+        "copy-reps",
+        ("gpulane/transfers/measure.py",),
+        ("tests/transfers/test_measure.py",),
+        functions=("gpulane.transfers.measure.x_per_copy_us__mutmut_*",),
+        note="one copy's time from a sample of reps copies (the timer itself needs a GPU)",
+    ),
+]
 FAST = ("spec", "pattern", "paths")  # under a minute each on a 2-core VM: what CI runs
 
 

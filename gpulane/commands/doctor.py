@@ -6,7 +6,8 @@ gpulane doctor --run runs/20261122-...   # also that run's rows, ranks' CPUs, NC
 gpulane doctor --lspci-file lspci-vvv.txt --smi-q-file q.txt ...   # files from elsewhere
 gpulane doctor --json                    # the same findings for machines
 
-Exit status: 0 no finding of severity error, 1 at least one, 2 bad input.
+Exit status: 0 no finding of severity error, 1 at least one, 2 bad input (a capture
+file of the wrong kind, say) or nothing that could be checked.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ import json
 import sys
 
 from gpulane.commands.args import ArgumentParser
-from gpulane.errors import InputError
+from gpulane.errors import InputError, ParseError
+from gpulane.textio import clean_lines, guess_kind, read_text
 
 FILE_OPTIONS = {
     "--lspci-file": "`lspci -vvv` output, as root (ACS control, bus ranges, devices)",
@@ -29,6 +31,41 @@ FILE_OPTIONS = {
     "--dmesg-file": "`dmesg` or `journalctl -k` output (Xid errors)",
     "--env-file": "KEY=VALUE lines (`env | grep ^NCCL_`, /etc/nccl.conf) of the machine",
 }
+
+
+# What each capture option's file must be, as textio.guess_kind names kinds of output
+# (nvlink -e prints the same "GPU n: ... (UUID" and "Link n:" lines as nvlink -s). An option
+# with no kind here takes no capture of nvidia-smi, lspci or nccl-tests at all.
+EXPECTED_KIND = {
+    "--lspci-file": ("lspci", "lspci -vvv"),
+    "--smi-q-file": ("nvidia-smi -q", "nvidia-smi -q"),
+    "--nvlink-e-file": ("nvidia-smi nvlink -s", "nvidia-smi nvlink -e"),
+    "--topo-file": ("nvidia-smi topo -m", "nvidia-smi topo -m"),
+    "--p2p-file": ("nvidia-smi topo -p2p", "nvidia-smi topo -p2p"),
+}
+
+
+def _p2p_path(value: str) -> str:
+    """FILE of ``[MODE=]FILE``."""
+    mode, sep, rest = value.partition("=")
+    return rest if sep and mode and "/" not in mode else value
+
+
+def check_capture_kinds(given: list[tuple[str, str]]) -> None:
+    """A capture file that is plainly another command's output (a topo -m file given as
+    --lspci-file) is bad input: one line naming the file and what it looks like."""
+    for option, path in given:
+        try:
+            lines = clean_lines(read_text(path), path)
+        except (ParseError, OSError):
+            continue  # unreadable: the reader of that option says so in its own words
+        kind = guess_kind(lines)
+        expected, what = EXPECTED_KIND.get(option, (None, FILE_OPTIONS.get(option, "")))
+        if kind is None or kind == expected:
+            continue
+        what = what if option in EXPECTED_KIND else what.split(" (")[0]
+        suffix = " output" if option in EXPECTED_KIND else ""
+        raise InputError(f"{option} {path}: this looks like {kind} output, not {what}{suffix}")
 
 
 def _parser() -> ArgumentParser:
@@ -94,6 +131,9 @@ def main(argv: list[str]) -> int:
         dmesg_file=args.dmesg_file,
         env_file=args.env_file,
     )
+    given = [(o, getattr(args, o[2:].replace("-", "_"))) for o in FILE_OPTIONS]
+    given += [("--p2p-file", _p2p_path(v)) for v in args.p2p_file]
+    check_capture_kinds([(o, p) for o, p in given if p])
     if files.any():
         if args.no_load:
             raise InputError("--no-load is for the live machine; it cannot be used with files")
@@ -110,4 +150,10 @@ def main(argv: list[str]) -> int:
         sys.stdout.write("\n")
     else:
         print("\n".join(render_text(report)))
+    if report.nothing_checked():
+        why = report.no_gpu or "no source of evidence could be read"
+        raise InputError(
+            f"doctor: nothing could be checked ({why}); run it on the GPU machine, or give "
+            "files captured there (--lspci-file, --smi-q-file, --topo-file, ...) or --run DIR"
+        )
     return report.exit_status()

@@ -5,6 +5,7 @@ checked by the command's plan, also before any rank starts."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from gpulane.config.commands import CopyConfig, SweepConfig, TokensConfig
@@ -13,6 +14,8 @@ from gpulane.errors import InputError
 
 DEVICES = ("auto", "cuda", "cpu")
 BINDS = ("none", "core")
+# A run id names a directory under results_dir: one safe path component.
+RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,127}")
 
 
 def whole(value: Any, key: str, minimum: int, words: str = "") -> int:
@@ -32,6 +35,8 @@ def check(cfg: CommonConfig) -> None:
         raise InputError(f"timeout_s: expected seconds > 0, got {cfg.timeout_s!r}")
     if not str(cfg.results_dir or "").strip():
         raise InputError("results_dir: expected a directory, got an empty value")
+    if cfg.run_id is not None:
+        check_run_id(cfg.run_id)
     launcher = getattr(cfg, "launcher", None)
     bind = getattr(launcher, "bind", None)
     if bind is not None and str(bind) not in BINDS:
@@ -39,6 +44,8 @@ def check(cfg: CommonConfig) -> None:
     device = getattr(cfg, "device", None)
     if device is not None and str(device).lower() not in DEVICES:
         raise InputError(f"device: expected auto, cuda or cpu, got {device!r}")
+    if isinstance(cfg, (SweepConfig, TokensConfig)) and str(device).lower() == "cpu":
+        check_preset(cfg, "cpu")
     if isinstance(cfg, SweepConfig):
         check_backend(cfg.backend)
         auto_or_whole(cfg.ranks, "ranks")
@@ -95,3 +102,43 @@ def check_backend(backend: Any) -> None:
     memory = str(getattr(backend, "memory", "") or "nccl")  # auto's None: nccl's default
     if getattr(backend, "register", False) and memory != "nccl":
         raise InputError("backend.register=true needs backend.memory=nccl")
+
+
+def check_run_id(run_id: Any) -> str:
+    """``run_id=NAME`` names the run directory: one path component of letters, digits and
+    ``. _ + -`` (no ``/``, no leading dot, no spaces), so it cannot land outside
+    results_dir or hide."""
+    text = str(run_id)
+    if not RUN_ID.fullmatch(text):
+        raise InputError(
+            f"run_id: {text!r} is not a usable directory name; use letters, digits and "
+            ". _ + - (starting with a letter or digit, at most 128 characters)"
+        )
+    return text
+
+
+def preset_name(cfg: Any) -> str:
+    preset = getattr(cfg, "preset", None)
+    return str(getattr(preset, "name", None) or "none")
+
+
+def check_preset(cfg: Any, device: str) -> None:
+    """A preset (nvlink, pcie-host, socket) sets NCCL_* variables and labels the run by
+    them; on a backend that does not use NCCL (gloo on CPUs, MPI) it changes nothing, and
+    runs under different presets would be compared as if they measured different paths."""
+    preset = preset_name(cfg)
+    if preset == "none":
+        return
+    backend = str(getattr(getattr(cfg, "backend", None), "name", None) or "auto")
+    ignores = None
+    if backend == "mpi":
+        ignores = "backend=mpi (MPI moves the data, not NCCL)"
+    elif device == "cpu" and backend in ("auto", "torch"):
+        ignores = "torch.distributed's gloo on CPU ranks"
+    if ignores:
+        raise InputError(
+            f"preset={preset}: a preset sets NCCL_* variables, which {ignores} ignores, so "
+            "the run would measure the same thing under another name; drop preset= "
+            "(label the run with build=NAME), or run NCCL on GPUs (backend=nccl, torch or "
+            "nccl_tests)"
+        )

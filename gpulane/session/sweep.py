@@ -13,6 +13,7 @@ from gpulane.collectives.plan import build_plan, rounding_notes
 from gpulane.collectives.table import SweepView
 from gpulane.config.commands import SweepConfig
 from gpulane.config.load import load_saved
+from gpulane.config.validate import check_preset
 from gpulane.errors import InputError, MissingComponent
 from gpulane.launch.base import Launcher, LaunchSpec
 from gpulane.launch.factory import make_launcher
@@ -94,6 +95,7 @@ def run_sweep(cfg: SweepConfig) -> int:
         from gpulane.session.nccl_tests import run_nccl_tests
 
         return run_nccl_tests(cfg)
+    check_preset(cfg, str(cfg.device).lower())  # backend=mpi: before the GPUs are known
     env = run_env(cfg)
     if str(cfg.launcher.name) == "slurm":
         # The GPUs are on the compute nodes, not here: the ranks resolve the world.
@@ -101,6 +103,7 @@ def run_sweep(cfg: SweepConfig) -> int:
         with discarded_on_bad_input(run):
             return run_slurm(cfg, run, env, JOB)
     ranks, device = resolve_world(cfg)
+    check_preset(cfg, device)
     cfg, line = choose_backend(cfg, device)
     plan = build_plan(cfg, device == "cuda")
     if plan.timing.graph and device != "cuda":
@@ -185,6 +188,7 @@ def in_process(cfg: SweepConfig, info: RankInfo) -> int:
     env = run_env(cfg)
     os.environ.update(env)
     device = "cuda" if str(cfg.device) != "cpu" and local_gpus() > 0 else "cpu"
+    check_preset(cfg, device)
     cfg, line = choose_backend(cfg, device)
     plan = build_plan(cfg, device == "cuda")
     check_placements(cfg, plan, device)

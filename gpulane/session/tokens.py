@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpulane.config.commands import TokensConfig
+from gpulane.config.validate import check_preset
 from gpulane.errors import InputError
 from gpulane.inference.batching import configs
 from gpulane.inference.plan import check_memory, resolve
@@ -29,6 +30,7 @@ def run_tokens(cfg: TokensConfig) -> int:
     if engine != "gpulane":
         raise InputError(f"engine: expected gpulane or vllm, got {engine!r}")
     shape, full_layers, tp, pp, device = resolve(cfg, local_gpus())
+    check_preset(cfg, device)
     runs = configs(cfg)  # validates batch, input_len, output_len
     memory_line = check_memory(cfg, shape, full_layers, tp, pp, device)
     env = run_env(cfg)

@@ -358,7 +358,7 @@ class Copier:
         for p in plans:
             p.stream.synchronize()
         times = [
-            [starts[k][s].elapsed_time(ends[k][s]) * 1000.0 / reps for s in range(ns)]
+            per_copy_us([starts[k][s].elapsed_time(ends[k][s]) for s in range(ns)], reps)
             for k in range(len(plans))
         ]
         wrong: list[int | None] = []
@@ -537,6 +537,15 @@ class Copier:
             for s in dev.streams:
                 s.synchronize()
         self.dev.clear()
+
+
+def per_copy_us(sample_ms: list[float], reps: int) -> list[float]:
+    """The time of one copy, in µs, of each timed sample: a sample (CUDA events around
+    ``reps`` back-to-back copies, in ms as ``Event.elapsed_time`` gives it) divided by the
+    copies it timed."""
+    if reps < 1:
+        raise ValueError(f"reps must be >= 1, got {reps}")
+    return [ms * 1000.0 / reps for ms in sample_ms]
 
 
 def fill_pattern(array: Any, chunk_words: int = 1 << 24) -> None:

@@ -104,3 +104,29 @@ def test_peer_copy_is_faster_with_peer_access_and_under_the_link(tmp_path: Path)
             assert 0 < r["algbw_gbps"] <= r["expected_gbps"] * 1.02
     # staged through host memory can never beat the direct path
     assert max(r["algbw_gbps"] for r in on) > max(r["algbw_gbps"] for r in off)
+
+
+def test_a_sample_of_several_copies_reports_one_copy(tmp_path: Path) -> None:
+    """reps > 1: a sample times two back-to-back copies; the row's time is one copy's,
+    as an independent event-timed loop of two copies divided by two gives it."""
+    size = 8 << 20
+    rows = _rows(
+        tmp_path, "gpus=[0]", "memory=[pinned]", "directions=[h2d]", "peer=false",
+        "all_gpus=false", f"sizes.min={size}", f"sizes.max={size}", "samples=10",
+        f"min_sample_bytes={2 * size}", "max_reps=2",
+    )  # fmt: skip
+    (h2d,) = [r for r in rows if r["status"] == "ok" and r["op"] == "h2d"]
+    assert h2d["iters"] == 10 * 2  # samples x copies per sample
+    src = torch.arange(size // 4, dtype=torch.int32).pin_memory()
+    dst = torch.empty_like(src, device="cuda:0")
+    times = []
+    for _ in range(12):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        dst.copy_(src, non_blocking=True)
+        dst.copy_(src, non_blocking=True)
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) * 1000.0 / 2)
+    one_copy_us = statistics.median(times[2:])
+    assert h2d["time_us"] == pytest.approx(one_copy_us, rel=0.2), (h2d["time_us"], one_copy_us)

@@ -1,10 +1,14 @@
 """Builds (or runs) side by side: every figure they share, with ratios and path labels.
 
-A *side* is a label and its rows (a build such as ``riser-x4``, or one run). For each kind
+A *side* is a label and its rows (a build such as ``riser-x4``, or one run). A side whose
+rows of one kind come from different machines (GPU model, host, backend) is refused, one
+line naming what differs (:mod:`.machines`): no figure is a mean of two machines. For each kind
 (collective, copy, tokens) rows are grouped by the figure key of :data:`store.FIGURE_KEYS`
 (op, dtype, size, ... — copies are pooled over GPUs, taking the median), and the sides are
 joined on that key. The first side is the reference: ``ratio:<side>`` is
-``side / reference`` for every other side.
+``side / reference`` for every other side, where both measured a figure above zero
+(nccl-tests prints small busbw as 0.00: such a size has no ratio, and the summary says
+which sizes it left out).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from typing import Any
 import pandas as pd
 
 from gpulane.analysis.compare.apart import apart_notes, distinguish
+from gpulane.analysis.compare.machines import mixed_machines
 from gpulane.analysis.store import FIGURE_KEYS, METRICS, key_frame
 from gpulane.errors import InputError
 from gpulane.units import format_size
@@ -76,6 +81,13 @@ def compare(
     """Join the sides' figures. ``shared_only``: keep figures every side has."""
     if len(sides) < 2:
         raise InputError("compare needs at least two builds or runs")
+    for label, frame in sides:
+        mixed = mixed_machines(label, frame)
+        if mixed:
+            raise InputError(
+                f"{mixed}; compare those runs side by side (gpulane compare RUN RUN ...), or "
+                "keep one machine with --where (e.g. --where \"backend == 'nccl-tests'\")"
+            )
     labels = unique_labels([label for label, _ in sides])
     tables: list[pd.DataFrame] = []
     for kind, kind_metrics in METRICS.items():
@@ -122,7 +134,7 @@ def compare(
             merged["higher_is_better"] = up
             ref = merged[labels[0]]
             for label in labels[1:]:
-                merged[f"ratio:{label}"] = merged[label] / ref
+                merged[f"ratio:{label}"] = ratio(merged[label], ref)
             tables.append(merged)
     columns = ["kind", "op", "figure", "size_bytes", "metric", "unit", "higher_is_better"]
     columns += labels + [f"ratio:{x}" for x in labels[1:]] + [f"path:{x}" for x in labels]
@@ -145,9 +157,29 @@ def compare(
     return Comparison(labels, table, summarize(table, labels), all_rows, notes)
 
 
+def ratio(side: pd.Series, ref: pd.Series) -> pd.Series:
+    """``side / ref`` where both measured a figure above zero, else NaN (no ratio): a
+    0.00 printed for a small size is not a measurement of nothing, and x/0 is not a ratio."""
+    side = pd.to_numeric(side, errors="coerce").astype(float)
+    ref = pd.to_numeric(ref, errors="coerce").astype(float)
+    both = (side > 0) & (ref > 0)
+    return (side / ref).where(both)
+
+
+def _sizes_text(sizes: Sequence[Any]) -> str:
+    known = sorted({int(s) for s in sizes if pd.notna(s)})
+    if not known:
+        return ""
+    if len(known) <= 3:
+        return ", ".join(format_size(s) for s in known)
+    return f"{format_size(known[0])}..{format_size(known[-1])} ({len(known)} sizes)"
+
+
 def summarize(table: pd.DataFrame, labels: Sequence[str]) -> pd.DataFrame:
     """One line per (kind, op, metric): geometric-mean ratio over the shared figures and the
-    ratio at the largest shared size — "how much worse is the riser build", in one number."""
+    ratio at the largest shared size — "how much worse is the riser build", in one number.
+    Only figures with a ratio (both sides above zero) count: ``used:<side>`` says how many,
+    ``left_out:<side>`` which sizes were left out."""
     rows: list[dict[str, Any]] = []
     if table.empty or len(labels) < 2:
         return pd.DataFrame(rows)
@@ -162,12 +194,16 @@ def summarize(table: pd.DataFrame, labels: Sequence[str]) -> pd.DataFrame:
         if len(largest):
             entry["at"] = format_size(int(largest["size_bytes"].iloc[0]))
         for label in labels[1:]:
-            ratios = group[f"ratio:{label}"].dropna()
-            ratios = ratios[ratios > 0]
-            entry[f"geomean:{label}"] = (
-                math.exp(sum(math.log(r) for r in ratios) / len(ratios)) if len(ratios) else None
-            )
+            ratios = group[f"ratio:{label}"]
+            used = ratios.notna()
+            logs = [math.log(float(r)) for r in ratios[used]]
+            entry[f"geomean:{label}"] = math.exp(sum(logs) / len(logs)) if logs else None
+            entry[f"used:{label}"] = int(used.sum())
+            # figures both sides hold but one measured as 0 (or not at all): no ratio
+            left = group[~used & group[label].notna() & group[labels[0]].notna()]
+            entry[f"left_out:{label}"] = _sizes_text(list(left["size_bytes"]))
             if len(largest):
-                entry[f"largest:{label}"] = largest[f"ratio:{label}"].median()
+                at_largest = largest[f"ratio:{label}"].dropna()
+                entry[f"largest:{label}"] = at_largest.median() if len(at_largest) else None
         rows.append(entry)
     return pd.DataFrame(rows)

@@ -4,6 +4,7 @@ which kinds were not compared and why."""
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import pandas as pd
@@ -39,6 +40,23 @@ def display_frame(cmp: Comparison) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
+def over_text(entry: Mapping[Any, Any], label: str) -> str:
+    """Which figures a summary ratio is over: ``14 of 16 (left out, a side at 0: 8 B, 16 B)``."""
+    used = entry.get(f"used:{label}")
+    if used is None or (isinstance(used, float) and math.isnan(used)):
+        return "-"
+    text = f"{int(used)} of {entry['figures']}"
+    left = entry.get(f"left_out:{label}")
+    if isinstance(left, str) and left:
+        text += f" (left out, a side at 0: {left})"
+    return text
+
+
+def notes_lines(cmp: Comparison) -> list[str]:
+    """The comparison's notes as lines: kinds not compared, and why."""
+    return [f"not compared: {n}" for n in cmp.notes]
+
+
 def summary_display(cmp: Comparison) -> pd.DataFrame:
     out = []
     for r in cmp.summary.to_dict("records"):
@@ -54,6 +72,7 @@ def summary_display(cmp: Comparison) -> pd.DataFrame:
                 line[f"{label}/{cmp.labels[0]} at {r['at']}"] = _fmt(
                     r.get(f"largest:{label}"), "ratio"
                 )
+            line[f"{label}/{cmp.labels[0]} over"] = over_text(r, label)
         out.append(line)
     return pd.DataFrame(out).fillna("-") if out else pd.DataFrame()
 
@@ -83,7 +102,7 @@ def to_markdown(cmp: Comparison) -> str:
         ]
     parts += ["### Figures", "", markdown_table(display_frame(cmp))]
     if cmp.notes:
-        parts += ["", *[f"- not compared: {note}" for note in cmp.notes], ""]
+        parts += ["", *[f"- {line}" for line in notes_lines(cmp)], ""]
     return "\n".join(parts)
 
 
@@ -100,8 +119,8 @@ def print_terminal(cmp: Comparison, file: Any = None) -> None:
         console = Console(file=file, width=220)
     if cmp.table.empty:
         console.print("no shared figures between " + ", ".join(cmp.labels))
-        for note in cmp.notes:
-            console.print(f"# not compared: {note}")
+        for line in notes_lines(cmp):
+            console.print(f"# {line}", highlight=False)
         return
     for title, frame in (
         (f"Summary: ratios to {cmp.labels[0]}", summary_display(cmp)),

@@ -54,13 +54,22 @@ class Report:
     not_run: dict[str, str] = field(default_factory=dict)  # check -> why not
     sources: dict[str, str] = field(default_factory=dict)
     absent: dict[str, str] = field(default_factory=dict)
+    # why the machine has no GPU to judge (live, no driver, no nvidia-smi, no GPU); None: it has
+    no_gpu: str | None = None
 
     @property
     def errors(self) -> list[Finding]:
         return [f for f in self.findings if f.severity == "error"]
 
+    def nothing_checked(self) -> bool:
+        """No check could run: the report judges nothing, which is never a pass."""
+        return not self.ran
+
     def exit_status(self) -> int:
-        """0: no finding of severity error; 1: at least one (2, bad input, is raised)."""
+        """0: no finding of severity error; 1: at least one; 2: nothing could be checked
+        (bad input, such as wrong files, is raised before)."""
+        if self.nothing_checked():
+            return 2
         return 1 if self.errors else 0
 
     def counts(self) -> dict[str, int]:
@@ -70,6 +79,7 @@ class Report:
         return {
             "host": self.host,
             "live": self.live,
+            "no_gpu": self.no_gpu,
             "counts": self.counts(),
             "findings": [f.to_dict() for f in self.findings],
             "checks_run": self.ran,

@@ -3,6 +3,7 @@ actually used against the path (its own INFO lines, ``nccl_transport_matches_pat
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -151,6 +152,24 @@ def check_env(ev: Evidence) -> list[Finding]:
         setting = SETTINGS.get(name)
         if setting is None or not setting.bad(value):
             continue
+        run = re.fullmatch(r"run (.+)'s env", where)
+        asked = ev.run_asked.get(run.group(1), {}).get(name) if run else None
+        if asked is not None and asked[0] == value:
+            # The run was asked to measure with this path off (a preset, env.*): that is
+            # what it measured, not a workaround left behind.
+            out.append(
+                Finding(
+                    "info",
+                    "nccl_env",
+                    f"{name}={value} was the run's choice ({asked[1]})",
+                    f"{name}={value} ({asked[1]})",
+                    f"the run measured with this setting on purpose: {setting.why}",
+                    "nothing to fix; compare the run with one without it "
+                    "(gpulane compare) to see what the setting costs",
+                    name,
+                )
+            )
+            continue
         out.append(
             Finding(
                 setting.severity,
@@ -231,6 +250,22 @@ def _transport_rows(ev: Evidence) -> list[dict[str, Any]]:
     ]
 
 
+def asked_off(ev: Evidence, build: str | None) -> list[str]:
+    """The variables that switch a path off which the runs of ``build`` (None: of every
+    build) were asked to set (a preset, env.*), in words:
+    ``NCCL_P2P_DISABLE=1 (run X's preset=pcie-host)``."""
+    runs = {
+        str(r.get("run_id")) for r in ev.rows or [] if build is None or str(r.get("build")) == build
+    }
+    out = []
+    for run in sorted(runs):
+        for name, (value, how) in sorted(ev.run_asked.get(run, {}).items()):
+            setting = SETTINGS.get(name)
+            if setting is not None and setting.bad(value):
+                out.append(f"{name}={value} ({how})")
+    return list(dict.fromkeys(out))
+
+
 def check_transport(ev: Evidence) -> list[Finding]:
     rows = _transport_rows(ev)
     if not rows:
@@ -244,6 +279,24 @@ def check_transport(ev: Evidence) -> list[Finding]:
     out = []
     for c in check_nccl_transport("nccl_transport", {}, ctx):
         if c.status != FAIL:
+            continue
+        # "build/GPU0-GPU1" where rows of several builds were judged, else "GPU0-GPU1"
+        build = str(c.subject).split("/")[0] if "/" in str(c.subject or "") else None
+        asked = asked_off(ev, build)
+        if asked:
+            # The run switched the path off on purpose (preset=pcie-host, socket): the
+            # slower transport is what it set out to measure.
+            out.append(
+                Finding(
+                    "info",
+                    "transport",
+                    f"{c.subject}: NCCL used another transport, as the run asked",
+                    f"{c.message}; the run asked for {', '.join(asked)}",
+                    "the run measured this pair with the path's own transport switched off",
+                    "nothing to fix; compare it with a run without the setting to see its cost",
+                    c.subject,
+                )
+            )
             continue
         out.append(
             Finding(

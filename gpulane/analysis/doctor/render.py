@@ -13,10 +13,14 @@ def render_text(report: Report) -> list[str]:
     # offline the evidence's host already reads "(captured files)"
     where = f"{report.host} (this machine)" if report.live else report.host
     c = report.counts()
-    lines = [
-        f"# gpulane doctor: {where}: {c['error']} error(s), "
-        f"{c['warning']} warning(s), {c['info']} note(s)"
-    ]
+    counts = f"{c['error']} error(s), {c['warning']} warning(s), {c['info']} note(s)"
+    if report.nothing_checked():
+        counts = "nothing could be checked"
+    if report.no_gpu:
+        # Said first: every line below is about this machine's host settings only.
+        lines = [f"# gpulane doctor: {where}: {report.no_gpu}; GPU checks not run; {counts}"]
+    else:
+        lines = [f"# gpulane doctor: {where}: {counts}"]
     for n, f in enumerate(report.findings, start=1):
         lines.append("")
         lines.append(f"{n}. [{f.severity.upper()}] {f.title}  ({f.check})")
@@ -24,7 +28,7 @@ def render_text(report: Report) -> list[str]:
             wrapped = textwrap.wrap(text, WIDTH - 14) or [""]
             lines.append(f"   {label + ':':<10} {wrapped[0]}")
             lines.extend(f"   {'':<10} {w}" for w in wrapped[1:])
-    if not report.findings:
+    if not report.findings and not report.nothing_checked():
         lines.append("# no findings")
     ok = [name for name, result in report.ran.items() if result == "ok"]
     if ok:

@@ -19,6 +19,7 @@ from typing import Any
 
 import pandas as pd
 
+from gpulane.analysis.compare.machines import series_labels
 from gpulane.analysis.fabric import fabric_section
 from gpulane.analysis.plots import colours
 from gpulane.analysis.report.checks import acceptance_section
@@ -50,7 +51,10 @@ def render_report(
     """The whole report as one HTML string."""
     topo = as_topology(topology)
     series = "build"
-    builds = [str(b) for b in frame[series].dropna().unique()] if len(frame) else []
+    # A build whose rows come from different machines (GPU model, host, backend) is drawn
+    # and tabled as one series per machine, never as their mean.
+    shown = frame.assign(build=series_labels(frame, series)) if len(frame) else frame
+    builds = [str(b) for b in shown[series].dropna().unique()] if len(shown) else []
     colour_of = colours(sorted(builds))
     parts = []
     if verdict is not None:
@@ -59,9 +63,9 @@ def render_report(
         )
     parts.append(summary_section(frame, sources))
     if len(frame):
-        parts.append(collectives_section(frame, series, colour_of))
-        parts.append(copies_section(frame, series, colour_of, {b: topo for b in builds}))
-        parts.append(tokens_section(frame, series, colour_of))
+        parts.append(collectives_section(shown, series, colour_of))
+        parts.append(copies_section(shown, series, colour_of, {b: topo for b in builds}))
+        parts.append(tokens_section(shown, series, colour_of))
     for source in sources:  # a cluster campaign's node x node picture (pairs, ring)
         fabric = fabric_section(source) if Path(source).is_dir() else None
         if fabric:

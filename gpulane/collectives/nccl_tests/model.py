@@ -16,6 +16,7 @@ from typing import Any
 
 from gpulane.collectives.spec import DTYPES, collective
 from gpulane.errors import InputError
+from gpulane.topology.nccl_info import NcclLineReader
 
 BACKEND = "nccl-tests"
 
@@ -256,6 +257,9 @@ class TestRun:
     done: bool = False
     last_line: TableLine | None = None
     first_of_size: dict[int, TableLine] = field(default_factory=dict)
+    # NCCL's own INFO lines printed into the log (NCCL_DEBUG=INFO): its connections
+    # ("via P2P/CUMEM"), channel counts, version; None when the log has none
+    nccl_reader: NcclLineReader | None = field(default=None, repr=False, compare=False)
 
     def add_line(self, line: TableLine) -> None:
         self.lines.append(line)

@@ -30,6 +30,7 @@ from gpulane.collectives.nccl_tests.model import (
 )
 from gpulane.collectives.spec import COLLECTIVES
 from gpulane.record import Row, utc_now
+from gpulane.topology.nccl_logs import summary as nccl_summary
 
 # Old nccl-tests' bound on the relative error per type (times nranks - 1).
 _OLD_DELTA_MAX = {"half": 1e-2, "bfloat16": 1e-2, "float": 1e-5, "double": 1e-12}
@@ -52,6 +53,16 @@ def _versions(run: TestRun) -> dict[str, str]:
     if h.ranks and h.ranks[0].gpu:
         v["gpu"] = h.ranks[0].gpu
     return v
+
+
+def nccl_found(run: TestRun, source: str | None = None) -> dict[str, Any] | None:
+    """What NCCL's INFO lines in the test's log say (``extra.nccl``, as gpulane's own runs
+    record it): the transport between which GPUs, channels, version; None without any."""
+    reader = run.nccl_reader
+    if reader is None or not reader.nccl_lines:
+        return None
+    info = reader.info()
+    return None if info.empty() else nccl_summary(info, source or run.source)
 
 
 def _run_facts(run: TestRun) -> dict[str, Any]:
@@ -152,6 +163,10 @@ def iter_rows(
         )
         common["started_at"] = started_at
         facts = _run_facts(run)
+        found = nccl_found(run, source)
+        if found:
+            common["transport"] = found.get("transport") or None
+            extra = {**(extra or {}), "nccl": found}
         spec = COLLECTIVES.get(common["op"])
         # A run handed over before its end keeps its last line back, so that its last
         # rows come with the summary read after them.

@@ -27,6 +27,7 @@ from gpulane.collectives.nccl_tests.table import (
     to_int,
 )
 from gpulane.errors import ParseError
+from gpulane.topology.nccl_info import NcclLineReader
 
 # Header stages: a header line of stage s starts a new test when the current one is at s.
 _ST_JSON, _ST_VERSION, _ST_STARTING, _ST_NTHREAD, _ST_DEVICES = 0, 1, 2, 3, 4
@@ -58,6 +59,7 @@ class TextReader:
         self.early_errors: list[ErrorEvent] = []
         self.number = 0  # the last line number fed
         self.last_hash = False  # the last line read was a '#' line
+        self.early_nccl: NcclLineReader | None = None  # NCCL lines before the first test
 
     # -- runs
     def _new_run(self, lineno: int) -> TestRun:
@@ -71,6 +73,7 @@ class TextReader:
             self.hint_cmd = None
         run.errors.extend(self.early_errors)
         self.early_errors = []
+        run.nccl_reader, self.early_nccl = self.early_nccl, None
         self.cur = run
         return run
 
@@ -88,6 +91,8 @@ class TextReader:
         stripped = line.strip()
         if not stripped:
             return
+        if "NCCL" in line:
+            self._nccl_line(line)
         self.last_hash = stripped.startswith("#")
         if self.last_hash:
             self._hash_line(stripped, number)
@@ -102,6 +107,19 @@ class TextReader:
         ):
             resolve_op(cur, self.source, self.op)
             self.ready.append(cur)
+
+    def _nccl_line(self, line: str) -> None:
+        """NCCL's own lines (NCCL_DEBUG=INFO) go to the test they were printed in: its
+        connections fill the rows' transport. They are read on as before too (a WARN is
+        a warning, an INFO line noise to the table)."""
+        run = self.cur
+        if run is None:
+            self.early_nccl = self.early_nccl or NcclLineReader()
+            self.early_nccl.feed(line)
+            return
+        if run.nccl_reader is None:
+            run.nccl_reader = NcclLineReader()
+        run.nccl_reader.feed(line)
 
     def close(self) -> None:
         """The log ended: hand over the last test, and a failure printed before any."""

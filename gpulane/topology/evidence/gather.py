@@ -74,6 +74,8 @@ class Evidence:
     env: dict[str, str] = field(default_factory=dict)  # NCCL_* settings and where they came from
     env_from: dict[str, str] = field(default_factory=dict)
     rows: list[dict[str, Any]] | None = None
+    # NCCL_* each run was asked to set (its preset, env.*): run id -> variable -> (value, how)
+    run_asked: dict[str, dict[str, tuple[str, str]]] = field(default_factory=dict)
     preflight: list[dict[str, Any]] | None = None
     nccl: dict[str, Any] | None = None  # topology.nccl_logs.summary of NCCL's INFO lines
     run_dir: str | None = None
@@ -393,6 +395,8 @@ def add_run(ev: Evidence, run_dir: str) -> None:
         ev.got("rows", f"{run_dir} ({len(ev.rows)} rows)")
     else:
         ev.missing("rows", f"{run_dir}: no rows.jsonl with rows")
+    if path.is_dir():
+        ev.run_asked = asked_env([d / "config.yaml" for d in _run_dirs(path)])
     flights = sorted(path.rglob(PREFLIGHT_FILE)) if path.is_dir() else []
     if flights:
         try:
@@ -407,6 +411,36 @@ def add_run(ev: Evidence, run_dir: str) -> None:
         files = [f for d in run_dirs for f in log_files(d, env={})[0]]
         if files:
             add_nccl_logs(ev, [str(f) for f in files])
+
+
+def _run_dirs(path: Path) -> list[Path]:
+    return sorted({p.parent for p in path.rglob("rows.jsonl")}) or [path]
+
+
+def asked_env(configs: list[Path]) -> dict[str, dict[str, tuple[str, str]]]:
+    """Per run id, the NCCL_* variables the run was asked to set, from its saved
+    configuration: the preset's (``preset=pcie-host``) and the user's ``env.*``."""
+    import yaml  # PyYAML comes with OmegaConf
+
+    out: dict[str, dict[str, tuple[str, str]]] = {}
+    for config in configs:
+        try:
+            data = yaml.safe_load(config.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, yaml.YAMLError):
+            continue
+        if not isinstance(data, dict):
+            continue
+        run = str(data.get("run_id") or config.parent.name)
+        asked = out.setdefault(run, {})
+        preset = data.get("preset") if isinstance(data.get("preset"), dict) else {}
+        assert isinstance(preset, dict)
+        for key, value in (preset.get("env") or {}).items():
+            if str(key).startswith("NCCL_"):
+                asked[str(key)] = (str(value), f"run {run}'s preset={preset.get('name')}")
+        for key, value in (data.get("env") or {}).items():  # env.* overrides the preset's
+            if str(key).startswith("NCCL_"):
+                asked[str(key)] = (str(value), f"run {run}'s env.{key}")
+    return out
 
 
 def add_nccl_logs(ev: Evidence, paths: list[str]) -> None:

@@ -65,19 +65,40 @@ def _run(preset: str) -> Path:
 
 def test_the_captures_give_the_live_doctors_findings(capsys):
     status, report = _doctor(capsys, *_args(), "--run", str(RUNS))
-    assert status == 1 and report["live"] is False
+    # The live doctor (before issue 28) called the presets' own NCCL_P2P_DISABLE=1 and
+    # NCCL_SHM_DISABLE=1 errors and the transports they gave failures (exit 1); the runs
+    # asked for them (preset=pcie-host, preset=socket in their config.yaml): now notes.
+    assert status == 0 and report["live"] is False
     live = _triples(LIVE)
     # The live doctor (before the fix) called the socket run's GPU0 and GPU1 two nodes
     # talking over sockets, "likely cause: NCCL found no InfiniBand/RoCE device"; it is
     # one NV18 pair of one host that NCCL_P2P_DISABLE and NCCL_SHM_DISABLE pushed there.
     socket_gpus = [t for t in live if t[2].startswith("socket/vm:GPU")]
     assert len(socket_gpus) == 2
-    fixed = [SOCKET_PAIR if t == socket_gpus[0] else t for t in live if t != socket_gpus[1]]
-    assert _triples(report) == fixed
+    pcie = "pcie-host/GPU0-GPU1: NCCL did not use the path's transport"
+    assert ("error", "transport", pcie) in live
+    assert ("error", "nccl_env", "NCCL_P2P_DISABLE=1 switches a path off") in live
+    assert ("warning", "nccl_env", "NCCL_SHM_DISABLE=1 switches a path off") in live
+    run = {p: _run(p).name for p in ("pcie-host", "socket")}
+    asked = "NCCL used another transport, as the run asked"
+    assert _triples(report) == [
+        ("warning", "pcie_replays", "GPU1: 1 PCIe replays since reset"),
+        ("info", "iommu", "GPUs passed through to a VM: the host's IOMMU and ACS are not visible here"),
+        ("info", "transport", f"pcie-host/GPU0-GPU1: {asked}"),
+        ("info", "transport", f"socket/GPU0-GPU1: {asked}"),
+        ("info", "nccl_env", "NCCL_NVLS_ENABLE=0 switches a path off"),
+        ("info", "nccl_env",
+         f"NCCL_P2P_DISABLE=1 was the run's choice (run {run['pcie-host']}'s preset=pcie-host)"),
+        ("info", "nccl_env",
+         f"NCCL_SHM_DISABLE=1 was the run's choice (run {run['socket']}'s preset=socket)"),
+    ]  # fmt: skip
+    SOCKET = ("info", "transport", f"socket/GPU0-GPU1: {asked}")
     by_title = {f["title"]: f for f in report["findings"]}
-    assert by_title[SOCKET_PAIR[2]]["evidence"] == (
+    assert by_title[SOCKET[2]]["evidence"] == (
         "NV18: NCCL used NET/Socket, not P2P over NVLink; likely cause: NCCL_P2P_DISABLE=1 "
-        "and NCCL_SHM_DISABLE=1 in the run's environment"
+        "and NCCL_SHM_DISABLE=1 in the run's environment; the run asked for "
+        f"NCCL_P2P_DISABLE=1 (run {run['socket']}'s preset=socket), "
+        f"NCCL_SHM_DISABLE=1 (run {run['socket']}'s preset=socket)"
     )
     # Every other finding says what the live one said, word for word (the NVLS note's
     # evidence names where the variable was seen: the live shell's environment there).
