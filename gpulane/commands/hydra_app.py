@@ -137,13 +137,19 @@ def _missing_option(text: str) -> str:
 def _composition(err: Exception, config_name: str, combo: list[str]) -> str:
     from omegaconf.errors import OmegaConfBaseException
 
-    from gpulane.config.load import config_error, unknown_key
+    from gpulane.config.load import FREE_KEYS, config_error, unknown_key
 
     cause = err.__cause__
     text = str(err).strip()
     if "Could not override" in text:
         key = text.split("'")[1] if "'" in text else text
         head, _, _ = key.rpartition(".")
+        given = next((o for o in combo if o.lstrip("+~").partition("=")[0] == key), key)
+        if head.rpartition(".")[2] in FREE_KEYS:  # env, sbatch_args: maps of the user's keys
+            return (
+                f"{given}: {key} is a new key of {head}; add + to create it: "
+                f"+{given.lstrip('+~')}"
+            )
         others = [o for o in combo if o.lstrip("+~").partition("=")[0] != key]
         known = _known_under(config_name, head, others)
         return str(unknown_key(key, known, f"{head}." if head else ""))
@@ -185,6 +191,9 @@ def run_hydra(config_name: str, task: Task, argv: list[str], prog: str) -> int:
 
         print(render(config_name))
         return 0
+    from gpulane.commands.mistakes import check_argv
+
+    check_argv(argv, config_name)
     import hydra
     from omegaconf import DictConfig
 

@@ -65,3 +65,57 @@ def class_doc(schema: type) -> str:
     if doc.startswith(f"{schema.__name__}("):  # dataclass's generated signature
         return ""
     return " ".join(doc.strip().split("\n\n")[0].split())
+
+
+@functools.cache
+def all_docs() -> dict[str, str]:
+    """Every key of every command's configuration (and its groups' options) -> its meaning;
+    the first documentation of a name wins (a name means the same wherever it is)."""
+    from gpulane.config.backend import BACKENDS
+    from gpulane.config.commands import COMMANDS, SuiteConfig, VllmConfig
+    from gpulane.config.common import PresetConfig, SizesConfig
+    from gpulane.config.launcher import LAUNCHERS, ContainerConfig
+
+    docs: dict[str, str] = {}
+    nested = [SizesConfig, PresetConfig, SuiteConfig, VllmConfig, ContainerConfig]
+    for schema in [*COMMANDS.values(), *BACKENDS.values(), *LAUNCHERS.values(), *nested]:
+        for name, text in field_docs(schema).items():
+            docs.setdefault(name, text)
+    return docs
+
+
+def _words(text: str) -> set[str]:
+    import re
+
+    return {w for w in re.split(r"[^a-z0-9]+", text.lower()) if len(w) >= 3}
+
+
+def closest_key(name: str, keys: list[str]) -> str | None:
+    """The key a person most likely meant by ``name``: one spelled almost the same, else
+    one whose meaning mentions the words of ``name`` (size -> sizes, algo -> env); None
+    when nothing is close ("foo")."""
+    import difflib
+
+    close = difflib.get_close_matches(name, keys, n=1, cutoff=0.75)
+    if close:
+        return close[0]
+    wanted = _words(name.replace("_", " "))
+    if not wanted:
+        return None
+    docs = all_docs()
+    scored = []
+    for key in keys:
+        found = wanted & (_words(docs.get(key, "")) | _words(key.replace("_", " ")))
+        if found:
+            scored.append((len(found), -keys.index(key), key))
+    if scored:
+        return max(scored)[2]
+    # A stem in common (nranks -> ranks, message_sizes -> sizes) as a last resort.
+    for key in keys:
+        if len(key) >= 4 and key in name.lower():
+            return key
+    return None
+
+
+def is_hidden_name(name: str) -> bool:
+    return all_docs().get(name, "").startswith(HIDDEN_MARKS)
