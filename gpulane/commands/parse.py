@@ -15,8 +15,8 @@ from gpulane.session.imports import FORMATS, ImportRequest, import_files, import
 
 EXIT_HELP = (
     "exit status: 0 when every FILE measured something, 1 when every run in a FILE failed "
-    "(its error rows are still printed and written), 2 for a FILE that cannot be read or "
-    "is not this format's output"
+    "(its error rows are still printed and written), 2 for a FILE that cannot be read, is "
+    "not this format's output, or holds no result at all (a vLLM log that ends in an error)"
 )
 
 
