@@ -52,7 +52,11 @@ def _from_file(value: str) -> list[str]:
     if not path.is_file():
         raise InputError(f"{where}: no such file (a model file is PATH.yaml or a config.json)")
     if path.suffix == ".json":
-        load_hf_config(path)  # the same one-line errors as model.hf_config=
+        try:
+            load_hf_config(path)  # the same checks as model.hf_config=
+        except InputError as err:
+            text = str(err).removeprefix("model.hf_config").lstrip(": ")
+            raise InputError(f"{where}: {text.replace(f'{path}: ', '').replace(f'{path} ', '')}") from None
         return ["model=hf", f"model.hf_config={_quoted(str(path.resolve()))}"]
     if path.suffix not in YAML_SUFFIXES:
         raise InputError(f"{where}: expected a .yaml model file or a config.json")
