@@ -10,8 +10,6 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from gpulane.config.docs import class_doc, field_docs, visible_fields
 
 # gpulane/conf as files: importing the package would register the schemas with Hydra.
@@ -25,29 +23,36 @@ def _conf_text(*parts: str) -> str:
     return CONF.joinpath(*parts).read_text(encoding="utf-8")
 
 
-def _conf(name: str) -> dict[str, Any]:
-    data = yaml.safe_load(_conf_text(f"{name}.yaml")) or {}
-    assert isinstance(data, dict)
-    return data
-
-
-def intro(conf: dict[str, Any]) -> str:
-    """The command's own help text (conf/<command>.yaml hydra.help.template), without the
-    parts Hydra fills in ($APP_CONFIG_GROUPS, $CONFIG)."""
-    template = str(conf.get("hydra", {}).get("help", {}).get("template", ""))
+def intro(conf_text: str) -> str:
+    """The command's own help text (conf/<command>.yaml hydra.help.template: the indented
+    block under ``template: |-``), without the parts Hydra fills in. Read as text: PyYAML
+    would be a third of help's time."""
+    lines = conf_text.splitlines()
+    try:
+        at = next(i for i, ln in enumerate(lines) if ln.strip().startswith("template: |"))
+    except StopIteration:
+        return ""
+    indent = len(lines[at + 1]) - len(lines[at + 1].lstrip()) if at + 1 < len(lines) else 0
+    block = []
+    for line in lines[at + 1 :]:
+        if line.strip() and len(line) - len(line.lstrip()) < indent:
+            break
+        block.append(line[indent:])
+    template = "\n".join(block)
     for stop in ("Config groups (choose", "Current configuration:", "$CONFIG"):
         template = template.split(stop)[0]
     return template.rstrip()
 
 
-def default_options(conf: dict[str, Any]) -> dict[str, str]:
-    """Group -> the option conf/<command>.yaml chooses by default."""
+def default_options(conf_text: str) -> dict[str, str]:
+    """Group -> the option conf/<command>.yaml's defaults list chooses ("  - model: tiny")."""
     out: dict[str, str] = {}
-    for entry in conf.get("defaults", []):
-        if isinstance(entry, dict):
-            for key, value in entry.items():
-                if not str(key).startswith("override "):
-                    out[str(key)] = str(value)
+    for line in conf_text.splitlines():
+        item = line.strip()
+        if item.startswith("- ") and ":" in item and not item.startswith("- override"):
+            group, _, option = item[2:].partition(":")
+            if group.strip().isidentifier() and option.strip():
+                out[group.strip()] = option.strip()
     return out
 
 
@@ -67,9 +72,10 @@ def group_options(group: str) -> dict[str, str]:
     return out
 
 
-def _default(schema: type, name: str, conf: dict[str, Any]) -> str:
-    if name in conf and not isinstance(conf[name], dict):
-        value = conf[name]
+def _default(schema: type, name: str, instance: Any = None) -> str:
+    """A key's default as written on the command line ("" for a required group)."""
+    if instance is not None:
+        value = getattr(instance, name)
     else:
         f = {f.name: f for f in dataclasses.fields(schema)}[name]
         if f.default is not dataclasses.MISSING:
@@ -78,8 +84,8 @@ def _default(schema: type, name: str, conf: dict[str, Any]) -> str:
             value = f.default_factory()
         else:
             return ""
-        if dataclasses.is_dataclass(value):
-            return ""
+    if dataclasses.is_dataclass(value):
+        return ""
     if isinstance(value, dict):
         return "{}" if not value else ""
     text = _value(value)
@@ -104,19 +110,27 @@ def _is_dataclass_field(schema: type, name: str) -> type | None:
     return kind if isinstance(kind, type) and dataclasses.is_dataclass(kind) else None
 
 
-def key_rows(schema: type, conf: dict[str, Any], prefix: str = "") -> list[tuple[str, str, str]]:
-    """(key, default, meaning) for every visible key, nested dataclasses as dotted keys."""
+def key_rows(schema: type, instance: Any = None, prefix: str = "") -> list[tuple[str, str, str]]:
+    """(key, default, meaning) for every visible key, nested dataclasses as dotted keys
+    (with the defaults the outer one gives them: copy's sizes start at 4K)."""
     docs = field_docs(schema)
     rows: list[tuple[str, str, str]] = []
+    fields = {f.name: f for f in dataclasses.fields(schema)}
     for name in visible_fields(schema):
         if not prefix and name in TYPED_GROUPS + ("preset", "model", "rules"):
             continue  # listed with the groups
         sub = _is_dataclass_field(schema, name)
         if sub is not None:
-            node = conf.get(name) if isinstance(conf.get(name), dict) else {}
-            rows += key_rows(sub, node, f"{prefix}{name}.")
+            f = fields[name]
+            if instance is not None:
+                inner = getattr(instance, name)
+            elif f.default_factory is not dataclasses.MISSING:
+                inner = f.default_factory()
+            else:
+                inner = None
+            rows += key_rows(sub, inner, f"{prefix}{name}.")
             continue
-        rows.append((f"{prefix}{name}", _default(schema, name, conf), docs.get(name, "")))
+        rows.append((f"{prefix}{name}", _default(schema, name, instance), docs.get(name, "")))
     return rows
 
 
@@ -148,7 +162,7 @@ def _group_section(group: str, chosen: str | None) -> list[str]:
         meaning_of: dict[str, str] = {}
         default_of: dict[str, str] = {}
         for name, schema in schemas.items():
-            for key, default, meaning in key_rows(schema, {}):
+            for key, default, meaning in key_rows(schema):
                 by_key.setdefault(key, []).append(name)
                 meaning_of.setdefault(key, meaning)
                 default_of.setdefault(key, default)
@@ -165,9 +179,7 @@ def render(command: str) -> str:
     from gpulane.config.commands import COMMANDS
 
     schema = COMMANDS[command]
-    conf = _conf(command)
-    common = yaml.safe_load(_conf_text("common.yaml")) or {}
-    merged = {**{k: v for k, v in common.items() if k != "hydra"}, **conf}
+    conf = _conf_text(f"{command}.yaml")
     chosen = default_options(conf)
     fields = {f.name for f in dataclasses.fields(schema)}
     lines = [intro(conf), ""]
@@ -178,7 +190,7 @@ def render(command: str) -> str:
             lines += ["  " + line for line in _group_section(group, chosen.get(group))]
         lines.append("")
     lines.append("Keys (KEY=VALUE; a new key of env and other maps: +KEY=VALUE):")
-    lines += _table(key_rows(schema, merged))
+    lines += _table(key_rows(schema))
     lines += [
         "",
         "Multirun: -m KEY=A,B runs one job per value. Hydra's own help: --hydra-help;",

@@ -9,7 +9,6 @@ import ast
 import dataclasses
 import functools
 import inspect
-import textwrap
 
 # A field whose docstring starts with one of these is not a user's key: the front writes it
 # when it saves a run (Internal), or it tests gpulane's own checks (Self-test).
@@ -29,12 +28,28 @@ def field_docs(schema: type) -> dict[str, str]:
 
 
 def _own_docs(cls: type) -> dict[str, str]:
+    return _module_docs(cls.__module__).get(cls.__qualname__, {})
+
+
+@functools.cache
+def _module_docs(module_name: str) -> dict[str, dict[str, str]]:
+    """Class name -> field -> docstring, for every class of a module (parsed once)."""
+    import sys
+
+    module = sys.modules.get(module_name)
     try:
-        source = textwrap.dedent(inspect.getsource(cls))
+        path = inspect.getsourcefile(module) if module is not None else None
+        source = open(path, encoding="utf-8").read() if path else ""  # noqa: SIM115
     except (OSError, TypeError):  # no source shipped: help says less, nothing fails
         return {}
-    body = ast.parse(source).body[0]
-    assert isinstance(body, ast.ClassDef)
+    out: dict[str, dict[str, str]] = {}
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.ClassDef):
+            out[node.name] = _class_docs(node)
+    return out
+
+
+def _class_docs(body: ast.ClassDef) -> dict[str, str]:
     out: dict[str, str] = {}
     statements = body.body
     for node, after in zip(statements, statements[1:], strict=False):

@@ -33,7 +33,7 @@ def test_every_key_has_one_line_of_meaning(schema: type) -> None:
 def test_help_lists_every_visible_key_with_its_meaning(command: str) -> None:
     text = render(command)
     schema = COMMANDS[command]
-    for key, _default, meaning in key_rows(schema, {}):
+    for key, _default, meaning in key_rows(schema):
         assert key in text
         assert meaning and meaning in text
     listed = {ln.split()[0].split("=")[0] for ln in text.splitlines() if ln.startswith("  ")}
