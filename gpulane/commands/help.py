@@ -117,7 +117,7 @@ def key_rows(schema: type, instance: Any = None, prefix: str = "") -> list[tuple
     rows: list[tuple[str, str, str]] = []
     fields = {f.name: f for f in dataclasses.fields(schema)}
     for name in visible_fields(schema):
-        if not prefix and name in TYPED_GROUPS + ("preset", "model", "rules"):
+        if not prefix and name in (*TYPED_GROUPS, "preset", "model", "rules"):
             continue  # listed with the groups
         sub = _is_dataclass_field(schema, name)
         if sub is not None:

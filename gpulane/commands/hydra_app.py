@@ -130,7 +130,12 @@ def _missing_option(text: str) -> str:
     if group and option:
         close = difflib.get_close_matches(option, options, n=1)
         hint = f" (did you mean {group}={close[0]}?)" if close else ""
-        return f"{group}={option}: no such option{hint}; choose one of {', '.join(options)}"
+        own = (
+            " or your own file: model=PATH.yaml or model=PATH/config.json"
+            if group == "model"
+            else ""
+        )
+        return f"{group}={option}: no such option{hint}; choose one of {', '.join(options)}{own}"
     return head
 
 
@@ -147,8 +152,7 @@ def _composition(err: Exception, config_name: str, combo: list[str]) -> str:
         given = next((o for o in combo if o.lstrip("+~").partition("=")[0] == key), key)
         if head.rpartition(".")[2] in FREE_KEYS:  # env, sbatch_args: maps of the user's keys
             return (
-                f"{given}: {key} is a new key of {head}; add + to create it: "
-                f"+{given.lstrip('+~')}"
+                f"{given}: {key} is a new key of {head}; add + to create it: +{given.lstrip('+~')}"
             )
         others = [o for o in combo if o.lstrip("+~").partition("=")[0] != key]
         known = _known_under(config_name, head, others)

@@ -61,7 +61,5 @@ def check_argv(argv: list[str], command: str) -> None:
                     f"{arg!r} has no KEY=: several values of {key.lstrip('+~')} are one "
                     f"argument joined by a comma: {key}={value},{arg}"
                 )
-            raise InputError(
-                f"{arg!r}: not KEY=VALUE (gpulane {command} --help lists the keys)"
-            )
+            raise InputError(f"{arg!r}: not KEY=VALUE (gpulane {command} --help lists the keys)")
         previous = arg

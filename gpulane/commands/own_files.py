@@ -56,7 +56,9 @@ def _from_file(value: str) -> list[str]:
             load_hf_config(path)  # the same checks as model.hf_config=
         except InputError as err:
             text = str(err).removeprefix("model.hf_config").lstrip(": ")
-            raise InputError(f"{where}: {text.replace(f'{path}: ', '').replace(f'{path} ', '')}") from None
+            raise InputError(
+                f"{where}: {text.replace(f'{path}: ', '').replace(f'{path} ', '')}"
+            ) from None
         return ["model=hf", f"model.hf_config={_quoted(str(path.resolve()))}"]
     if path.suffix not in YAML_SUFFIXES:
         raise InputError(f"{where}: expected a .yaml model file or a config.json")

@@ -25,9 +25,15 @@ EXIT_HELP = (
 SIGNS: list[tuple[str, re.Pattern[str]]] = [
     ("nvbandwidth", re.compile(r"nvbandwidth Version|Running (host_to_device|device_to_host)")),
     ("p2p", re.compile(r"P2P \(Peer-to-Peer\) GPU Bandwidth|P2P=(Enabled|Disabled)")),
-    ("bandwidthtest", re.compile(r"\[CUDA Bandwidth Test\]|(Host to Device|Device to Host) Bandwidth")),
+    (
+        "bandwidthtest",
+        re.compile(r"\[CUDA Bandwidth Test\]|(Host to Device|Device to Host) Bandwidth"),
+    ),
     ("nccl-tests", re.compile(r"# nThread \d+ nGpus|algbw +busbw|Avg bus bandwidth")),
-    ("vllm", re.compile(r"Serving Benchmark Result|Avg latency:|^Throughput: .*requests/s|vllm", re.M)),
+    (
+        "vllm",
+        re.compile(r"Serving Benchmark Result|Avg latency:|^Throughput: .*requests/s|vllm", re.M),
+    ),
 ]
 
 
@@ -54,7 +60,11 @@ def _unknown_format(name: str, rest: list[str]) -> InputError:
     if close is None:
         found = difflib.get_close_matches(name.lower(), list(FORMATS), n=1, cutoff=0.6)
         close = found[0] if found else None
-    hint = f"; did you mean {close}? (gpulane parse {close} {' '.join(rest) or 'FILE'})" if close else ""
+    hint = (
+        f"; did you mean {close}? (gpulane parse {close} {' '.join(rest) or 'FILE'})"
+        if close
+        else ""
+    )
     return InputError(f"parse: unknown format {name!r}{hint}; formats: {', '.join(FORMATS)}")
 
 

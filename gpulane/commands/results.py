@@ -101,8 +101,7 @@ def _where_hint(err: InputError, store: ResultStore, filters: Filters) -> InputE
         return InputError(f"{err}; `gpulane results --columns all` shows the columns")
     fixed = re.sub(rf"\b{name}\b", close[0], filters.where)
     return InputError(
-        f"--where {filters.where!r}: no column {name} (did you mean {close[0]}? "
-        f"--where {fixed!r})"
+        f"--where {filters.where!r}: no column {name} (did you mean {close[0]}? --where {fixed!r})"
     )
 
 

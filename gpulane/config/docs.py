@@ -9,6 +9,7 @@ import ast
 import dataclasses
 import functools
 import inspect
+import itertools
 
 # A field whose docstring starts with one of these is not a user's key: the front writes it
 # when it saves a run (Internal), or it tests gpulane's own checks (Self-test).
@@ -52,7 +53,7 @@ def _module_docs(module_name: str) -> dict[str, dict[str, str]]:
 def _class_docs(body: ast.ClassDef) -> dict[str, str]:
     out: dict[str, str] = {}
     statements = body.body
-    for node, after in zip(statements, statements[1:], strict=False):
+    for node, after in itertools.pairwise(statements):
         if not (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)):
             continue
         if (

@@ -14,7 +14,9 @@ from tests.helpers import fixture_path
 
 NCCL_TESTS_LOG = fixture_path("public/nccl-tests/autodl_2x2080ti_all_gather_pcie.txt")
 BANDWIDTH_TEST = fixture_path("public/bandwidthtest/autodl_2080ti_bandwidthTest.txt")
-P2P_LOG = fixture_path("public/bandwidthtest/stelline_asus_4xRTX6000Ada_p2pBandwidthLatencyTest.txt")
+P2P_LOG = fixture_path(
+    "public/bandwidthtest/stelline_asus_4xRTX6000Ada_p2pBandwidthLatencyTest.txt"
+)
 VLLM_LOG = fixture_path("public/vllm/vllm_readme_benchmark_throughput_sonnet.txt")
 RUN = fixture_path("h200x2/doctor/runs/20261123-053149-pcie-host-e607")
 

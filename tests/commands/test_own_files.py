@@ -95,3 +95,27 @@ def test_packaged_model_files_are_valid_user_files(tmp_path: Path) -> None:
     copy = tmp_path / "copied.yaml"
     copy.write_text(src.read_text())
     assert _shape([f"model={copy}"]).name == "tiny"
+
+
+def test_yaml_over_a_config_json_beside_it(tmp_path: Path) -> None:
+    """docs/models.md: hf_config relative to the YAML file, the YAML's keys over it."""
+    (tmp_path / "cfg.json").write_text(
+        json.dumps(
+            {
+                "hidden_size": 128,
+                "num_hidden_layers": 30,
+                "num_attention_heads": 8,
+                "intermediate_size": 256,
+                "vocab_size": 1000,
+            }
+        )
+    )
+    (tmp_path / "short.yaml").write_text("hf_config: cfg.json\nnum_layers: 2\n")
+    shape = _shape([f"model={tmp_path / 'short.yaml'}"])
+    assert (shape.name, shape.hidden_size, shape.num_layers) == ("short", 128, 2)
+
+
+def test_unknown_packaged_name_offers_a_file(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["tokens", "model=nosuch"]) == 2
+    err = capsys.readouterr().err
+    assert "choose one of glm-4.5-air" in err and "model=PATH.yaml" in err

@@ -81,7 +81,9 @@ def test_warnings_before_the_run(tmp_path: Path) -> None:
     many = LaunchSpec(tmp_path, cores * 4, job="x:y", timeout_s=60)
     lines = launch_warnings(_spec(cores * 4, 250.0), LocalLauncher(), many)
     assert any(ln.startswith("# estimate: this run takes at least 0:04:10") for ln in lines)
-    assert any(f"{cores * 4} ranks on {cores} core(s)" in ln and "timeout_s=60" in ln for ln in lines)
+    assert any(
+        f"{cores * 4} ranks on {cores} core(s)" in ln and "timeout_s=60" in ln for ln in lines
+    )
     fine = LaunchSpec(tmp_path, 1, job="x:y")
     assert launch_warnings(_spec(1, 10.0), LocalLauncher(), fine) == []
     slurm = SlurmLauncher(SlurmSettings(nodes=1, tasks_per_node=1), device="cpu")
