@@ -73,8 +73,10 @@ def _wrong_format(err: InputError, name: str, files: list[str]) -> InputError:
     for path in files:
         seen = looks_like(path)
         if seen is not None and seen != name and path in str(err):
+            why = str(err).split(": ", 1)[-1]  # the importer's reason, without the path
+            why = why.removeprefix(f"not {name} output: ")
             return InputError(
-                f"{path}: not {name} output; this file looks like {seen} output: "
+                f"{path}: not {name} output ({why}); this file looks like {seen} output: "
                 f"`gpulane parse {seen} {path}`"
             )
     return err

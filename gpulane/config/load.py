@@ -46,7 +46,16 @@ def unknown_key(key: str, known: list[str], where: str = "") -> InputError:
         about = f" ({meaning[:60].rstrip()}{'…' if len(meaning) > 60 else ''})" if meaning else ""
         return InputError(f"unknown key '{where}{name}'; did you mean '{where}{close}'{about}?")
     listing = f" (keys: {', '.join(offered)})" if offered else ""
+    group = where.rstrip(".")
+    owners = [o for o, schema in GROUPS.get(group, {}).items() if name in _field_names(schema)]
+    if owners:  # backend.register on backend=torch: the options that have it
+        options = ", ".join(f"{group}={o}" for o in owners)
+        listing += f"; it is a key of {options}"
     return InputError(f"unknown key '{where}{name}'{listing}")
+
+
+def _field_names(schema: type) -> set[str]:
+    return {f.name for f in dataclasses.fields(schema)}  # type: ignore[arg-type]
 
 
 def check_keys(data: Any, schema: type, where: str = "") -> None:
