@@ -20,6 +20,7 @@ import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 CASES: dict[str, list[str]] = {
     "python -c pass": [sys.executable, "-c", "pass"],
@@ -42,7 +43,7 @@ def main() -> int:
     if args.before:
         cmd = [sys.executable, "-m", "gpulane", "sweep", "--help"]
         cases["before: sweep --help"] = (cmd, str(args.before.resolve()))
-    records = []
+    records: list[dict[str, Any]] = []
     for i in range(args.repeat):  # interleaved: a busy moment hits every case alike
         for what, (cmd, tree) in cases.items():
             env = {**os.environ, "PYTHONPATH": tree}
@@ -65,7 +66,7 @@ def main() -> int:
         f"load average at the end: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}\n"
     )
     for what in cases:
-        times = sorted(r["seconds"] for r in records if r["what"] == what)
+        times = sorted(float(r["seconds"]) for r in records if r["what"] == what)
         print(f"{what:<20} median {times[len(times) // 2]:.3f} s  max {times[-1]:.3f} s")
     return 0
 

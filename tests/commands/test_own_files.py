@@ -12,7 +12,7 @@ import pytest
 from gpulane.cli import main
 from gpulane.commands.hydra_app import compose_typed
 from gpulane.commands.own_files import model_overrides
-from gpulane.inference.shapes import shape_from_config
+from gpulane.inference.shapes import ModelShape, shape_from_config
 from tests.helpers import fixture_path
 
 MINE = """\
@@ -27,7 +27,7 @@ qkv_bias: true
 """
 
 
-def _shape(argv: list[str], command: str = "tokens") -> object:
+def _shape(argv: list[str], command: str = "tokens") -> ModelShape:
     cfg = compose_typed(command, model_overrides(argv))
     return shape_from_config(dict(cfg.model))
 

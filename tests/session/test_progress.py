@@ -18,6 +18,7 @@ import pytest
 
 from gpulane.collectives.plan import build_plan
 from gpulane.commands.hydra_app import compose_typed
+from gpulane.config.commands import SweepConfig
 from gpulane.launch.base import LaunchSpec
 from gpulane.launch.local import LocalLauncher
 from gpulane.launch.slurm.launcher import SlurmLauncher
@@ -54,7 +55,7 @@ def test_no_log_line_when_disabled(capsys: pytest.CaptureFixture[str]) -> None:
     assert clock(3725) == "1:02:05"
 
 
-def _sweep(args: list[str]) -> object:
+def _sweep(args: list[str]) -> SweepConfig:
     return compose_typed("sweep", args)
 
 
