@@ -145,3 +145,21 @@ def test_terminal_gets_the_bar_not_log_lines(tmp_path: Path) -> None:
     assert "# progress:" not in text
     assert "ETA" in text  # rich's live bar, drawn on the terminal
     assert "1048576" in text  # the table's last size
+
+
+@pytest.mark.slurm
+def test_one_rank_slurm_collective_is_warned_about(tmp_path: Path) -> None:
+    """launcher=slurm on CPU nodes with no rank count runs one task: said before it runs."""
+    up = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True, timeout=30)
+    if up.returncode != 0 or not up.stdout.split():
+        pytest.fail("Slurm is not up; start it with: sudo scripts/slurm-up.sh")
+    args = ["launcher=slurm", "launcher.poll_s=0.5", "launcher.time=5", "device=cpu"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "gpulane", "sweep", *args, "sizes.max=64", "iters=2",
+         f"results_dir={tmp_path}"],
+        capture_output=True, text=True, env=_env(), cwd=tmp_path, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    header = proc.stdout.split("# slurm job")[0]  # before the job is queued
+    assert "# warning: 1 rank in this Slurm job" in header
+    assert "launcher.tasks_per_node=N" in header
