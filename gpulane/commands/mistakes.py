@@ -54,6 +54,8 @@ def check_argv(argv: list[str], command: str) -> None:
                 f"{arg}: not an option of gpulane {command}; settings are KEY=VALUE "
                 f"(gpulane {command} --help lists them)"
             )
+        if "=" not in arg and arg.startswith("~"):  # Hydra's ~key: delete a key
+            continue
         if "=" not in arg:
             if previous is not None:
                 key, _, value = previous.partition("=")
