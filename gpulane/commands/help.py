@@ -157,6 +157,9 @@ def _group_section(group: str, chosen: str | None) -> list[str]:
     for name, first in options.items():
         meaning = class_doc(schemas[name]) if name in schemas else first
         lines.append(f"  {name:<14}{meaning}".rstrip())
+    if group == "model":
+        lines.append("  PATH.yaml     your own model file: its shape keys (docs/models.md)")
+        lines.append("  PATH/config.json  a Hugging Face config (or the model's directory)")
     if schemas:
         by_key: dict[str, list[str]] = {}
         meaning_of: dict[str, str] = {}
