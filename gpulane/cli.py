@@ -76,9 +76,11 @@ def _broken_pipe_as_error() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    _broken_pipe_as_error()
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not any(a in ("-h", "--help") for a in args):  # help prints without rich
+        _broken_pipe_as_error()
     try:
-        code = _dispatch(list(sys.argv[1:] if argv is None else argv))
+        code = _dispatch(args)
         sys.stdout.flush()
         return code
     except BrokenPipeError:

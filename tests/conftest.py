@@ -7,14 +7,9 @@ from pathlib import Path
 
 import pytest
 
-FIXTURES = Path(__file__).parent / "fixtures"
-
-
-def fixture_path(relative: str) -> Path:
-    """Path of a captured fixture, e.g. fixture_path('h200x2/topo-m.txt')."""
-    path = FIXTURES / relative
-    assert path.exists(), f"missing fixture {path}"
-    return path
+# In tests.helpers (no pytest there): benchmarks' scripts use them in an install without
+# the test extras; kept importable from here for the tests.
+from tests.helpers import FIXTURES, fixture_path  # noqa: F401
 
 
 @pytest.fixture

@@ -9,6 +9,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def fixture_path(relative: str) -> Path:
+    """Path of a captured fixture, e.g. fixture_path('h200x2/topo-m.txt')."""
+    path = FIXTURES / relative
+    assert path.exists(), f"missing fixture {path}"
+    return path
+
 
 def gpulane(
     *args: str, cwd: Path, timeout: float = 300, env: dict[str, str] | None = None

@@ -202,7 +202,9 @@ def heartbeats(run: Path) -> dict[int, dict[str, Any]]:
 
 def user_message(out: str, err: str) -> str:
     """The line a user reads first: gpulane's error line, else the last line shown."""
+    # a log's progress lines (stderr is a file here) are not what the user reads first
     lines = [ln.strip() for ln in err.splitlines() if ln.strip()]
+    lines = [ln for ln in lines if not ln.startswith("# progress:")]
     for ln in lines:
         if ln.startswith("gpulane: error:"):
             return ln

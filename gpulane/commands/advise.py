@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from gpulane.commands.hydra_app import comma_lists, run_hydra
-from gpulane.planning.run import run
+from gpulane.commands.own_files import model_overrides
 
 LIST_KEYS = frozenset({"batch", "input_len", "output_len", "run"})
 
 
+def _run(cfg: Any) -> int:
+    from gpulane.planning.run import run  # pandas and the planner: not for --help
+
+    return run(cfg)
+
+
 def main(argv: list[str]) -> int:
-    return run_hydra("advise", run, comma_lists(argv, LIST_KEYS), "gpulane advise")
+    argv = model_overrides(argv)
+    return run_hydra("advise", _run, comma_lists(argv, LIST_KEYS), "gpulane advise")

@@ -17,20 +17,11 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-import hydra
-from hydra.errors import (
-    ConfigCompositionException,
-    MissingConfigException,
-    OverrideParseException,
-)
-from omegaconf import DictConfig
-from omegaconf.errors import OmegaConfBaseException
-
 from gpulane.config.commands import COMMANDS
-from gpulane.config.load import check_keys, config_error, typed, unknown_key
-from gpulane.config.store import register
-from gpulane.config.validate import check
 from gpulane.errors import GpulaneError, InputError, print_error
+
+# Hydra, OmegaConf's errors and the checks are imported where they are used, so that
+# `gpulane sweep --help` prints without loading Hydra.
 
 Task = Callable[[Any], int]
 # Arguments that make Hydra print something and stop: nothing to check first.
@@ -64,6 +55,7 @@ def first_combination(overrides: list[str]) -> list[str]:
     """The overrides with every sweep (``-m key=a,b``) at its first value; Hydra's own keys
     left out (Hydra checks those itself)."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import OverrideParseException
 
     try:
         parsed = OverridesParser.create().parse_overrides(overrides)
@@ -87,6 +79,7 @@ def first_combination(overrides: list[str]) -> list[str]:
 
 def _unreadable(override: str) -> bool:
     from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import OverrideParseException
 
     try:
         OverridesParser.create().parse_overrides([override])
@@ -98,6 +91,12 @@ def _unreadable(override: str) -> bool:
 def check_overrides(config_name: str, overrides: list[str]) -> None:
     """Compose the command's configuration once; one InputError for whatever is wrong."""
     from hydra import compose, initialize_config_module
+    from hydra.errors import ConfigCompositionException, MissingConfigException
+    from omegaconf.errors import OmegaConfBaseException
+
+    from gpulane.config.load import check_keys, config_error, typed
+    from gpulane.config.store import register
+    from gpulane.config.validate import check
 
     register()
     combo = first_combination(overrides)
@@ -131,16 +130,30 @@ def _missing_option(text: str) -> str:
     if group and option:
         close = difflib.get_close_matches(option, options, n=1)
         hint = f" (did you mean {group}={close[0]}?)" if close else ""
-        return f"{group}={option}: no such option{hint}; choose one of {', '.join(options)}"
+        own = (
+            " or your own file: model=PATH.yaml or model=PATH/config.json"
+            if group == "model"
+            else ""
+        )
+        return f"{group}={option}: no such option{hint}; choose one of {', '.join(options)}{own}"
     return head
 
 
-def _composition(err: ConfigCompositionException, config_name: str, combo: list[str]) -> str:
+def _composition(err: Exception, config_name: str, combo: list[str]) -> str:
+    from omegaconf.errors import OmegaConfBaseException
+
+    from gpulane.config.load import FREE_KEYS, config_error, unknown_key
+
     cause = err.__cause__
     text = str(err).strip()
     if "Could not override" in text:
         key = text.split("'")[1] if "'" in text else text
         head, _, _ = key.rpartition(".")
+        given = next((o for o in combo if o.lstrip("+~").partition("=")[0] == key), key)
+        if head.rpartition(".")[2] in FREE_KEYS:  # env, sbatch_args: maps of the user's keys
+            return (
+                f"{given}: {key} is a new key of {head}; add + to create it: +{given.lstrip('+~')}"
+            )
         others = [o for o in combo if o.lstrip("+~").partition("=")[0] != key]
         known = _known_under(config_name, head, others)
         return str(unknown_key(key, known, f"{head}." if head else ""))
@@ -177,6 +190,21 @@ def _known_under(config_name: str, dotted: str, combo: list[str]) -> list[str]:
 
 
 def run_hydra(config_name: str, task: Task, argv: list[str], prog: str) -> int:
+    if any(a in ("--help", "-h") for a in argv):
+        from gpulane.commands.help import render
+
+        print(render(config_name))
+        return 0
+    from gpulane.commands.mistakes import check_argv
+
+    check_argv(argv, config_name)
+    import hydra
+    from omegaconf import DictConfig
+
+    from gpulane.config.load import typed
+    from gpulane.config.store import register
+    from gpulane.config.validate import check
+
     register()
     if not any(a in HYDRA_INFO for a in argv):
         check_overrides(config_name, [a for a in argv if a not in ("-m", "--multirun")])
@@ -216,6 +244,11 @@ def compose_typed(config_name: str, overrides: list[str]) -> Any:
     command that is not a Hydra app (compare) or runs inside one (a multirun callback)."""
     from hydra import compose, initialize_config_module
     from hydra.core.global_hydra import GlobalHydra
+    from hydra.errors import ConfigCompositionException, MissingConfigException
+    from omegaconf.errors import OmegaConfBaseException
+
+    from gpulane.config.load import config_error, typed
+    from gpulane.config.store import register
 
     register()
     try:

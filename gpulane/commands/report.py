@@ -38,11 +38,28 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def check_writable(out: Path) -> None:
+    """Open ``out`` for writing before anything is rendered (rendering takes seconds): a
+    read-only place is one line at once. The probe leaves no empty file behind."""
+    existed = out.exists()
+    try:
+        with open(out, "a", encoding="utf-8"):
+            pass
+    except OSError as err:
+        raise InputError(
+            f"cannot write {out}: {err.strerror or err}; choose another with -o"
+        ) from None
+    if not existed:
+        out.unlink()
+
+
 def main(argv: list[str]) -> int:
     from gpulane.campaigns.accept import resolve_topology
 
     args = parser().parse_args(argv)
     paths = [Path(r) for r in args.runs]
+    if args.output:
+        check_writable(Path(args.output))
     frame = Filters(kind=args.kind, op=args.op, build=args.build, where=args.where).apply(
         load_frame(paths)
     )
@@ -54,6 +71,7 @@ def main(argv: list[str]) -> int:
     if accepted is not None and accepted.baseline and Path(accepted.baseline).exists():
         baseline = load_frame([accepted.baseline])
     out = Path(args.output) if args.output else first / REPORT_HTML
+    check_writable(out)
     title = args.title or "gpulane report: " + ", ".join(p.name for p in paths)
     text = render_report(
         frame,

@@ -84,6 +84,27 @@ def _known(frame: pd.DataFrame, wanted: str, option: str) -> list[str]:
     return cols
 
 
+def _where_hint(err: InputError, store: ResultStore, filters: Filters) -> InputError:
+    """``--where 'busbw > 100'``: the column meant (busbw_gbps), as --sort and --columns say."""
+    import dataclasses
+    import difflib
+    import re
+
+    m = re.search(r"name '(\w+)' is not defined", str(err))
+    if m is None or not filters.where:
+        return err
+    columns = [str(c) for c in store.select(dataclasses.replace(filters, where=None)).columns]
+    name = m.group(1)
+    close = [c for c in columns if c.startswith(f"{name}_")]
+    close = close or difflib.get_close_matches(name, columns, n=1)
+    if not close:
+        return InputError(f"{err}; `gpulane results --columns all` shows the columns")
+    fixed = re.sub(rf"\b{name}\b", close[0], filters.where)
+    return InputError(
+        f"--where {filters.where!r}: no column {name} (did you mean {close[0]}? --where {fixed!r})"
+    )
+
+
 def _columns(frame: pd.DataFrame, wanted: str | None) -> list[str]:
     if wanted == "all":
         return list(frame.columns)
@@ -100,7 +121,9 @@ def _cell(v: object) -> str:
     if v is None or (isinstance(v, float) and pd.isna(v)):
         return "-"
     if isinstance(v, float):
-        return f"{v:.6g}"
+        # Fixed decimals, as nccl-tests prints them: 0.000 for a figure too small to
+        # matter, never 3.77051e-06 beside 16.532.
+        return f"{v:.3f}" if abs(v) < 1e6 else f"{v:.0f}"
     if isinstance(v, dict):
         return json.dumps(v, sort_keys=True)
     return str(v)
@@ -123,7 +146,10 @@ def main(argv: list[str]) -> int:
             size_min=args.size_min,
             size_max=args.size_max,
         )
-        frame = store.select(filters)
+        try:
+            frame = store.select(filters)
+        except InputError as err:
+            raise _where_hint(err, store, filters) from None
         cols = _columns(frame, args.columns)
     if args.sort:
         frame = frame.sort_values(_known(frame, args.sort, "--sort"), kind="stable")
@@ -142,12 +168,18 @@ def main(argv: list[str]) -> int:
         from rich.table import Table
 
         t = Table(title=f"{len(frame)} rows", show_lines=False)
+        cells = [[_cell(v) for v in row] for row in frame.itertuples(index=False)]
         for c in cols:
-            t.add_column(c, justify="right" if pd.api.types.is_numeric_dtype(frame[c]) else "left")
-        for row in frame.itertuples(index=False):
-            t.add_row(*[_cell(v) for v in row])
+            numeric = pd.api.types.is_numeric_dtype(frame[c])
+            t.add_column(c, justify="right" if numeric else "left", no_wrap=True)
+        for line in cells:
+            t.add_row(*line)
+        # Never squeezed to the terminal's width: a cut run id or figure is a wrong one
+        # (the terminal wraps a long line; `less -S` scrolls it).
+        widths = [max([len(c)] + [len(line[i]) for line in cells]) for i, c in enumerate(cols)]
         console = Console()
-        if not console.is_terminal:  # piped: do not squeeze columns to 80 characters
-            console = Console(width=max(200, 12 * len(cols)))
+        needed = sum(widths) + 3 * len(cols) + 1
+        if not console.is_terminal or console.width < needed:
+            console = Console(width=max(needed, 80 if console.is_terminal else 200))
         console.print(t)
     return 0

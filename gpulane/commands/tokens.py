@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from gpulane.commands.hydra_app import comma_lists, run_hydra
-from gpulane.session.tokens import run_tokens
+from gpulane.commands.own_files import model_overrides
 
 LIST_KEYS = frozenset({"batch", "input_len", "output_len"})
 
 
+def _run(cfg: Any) -> int:
+    from gpulane.session.tokens import run_tokens  # torch: not for --help
+
+    return run_tokens(cfg)
+
+
 def main(argv: list[str]) -> int:
-    return run_hydra("tokens", run_tokens, comma_lists(argv, LIST_KEYS), "gpulane tokens")
+    argv = model_overrides(argv)
+    return run_hydra("tokens", _run, comma_lists(argv, LIST_KEYS), "gpulane tokens")

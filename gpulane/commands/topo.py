@@ -59,8 +59,27 @@ def _parser() -> ArgumentParser:
     return p
 
 
+def _check_p2p_args(values: list[str]) -> None:
+    """``--p2p-file MODE=FILE`` with a MODE nvidia-smi has; a word before ``=`` that is no
+    mode is a mistake, not part of a file name (unless that file exists)."""
+    from pathlib import Path
+
+    from gpulane.topology.p2p import MODES
+
+    for value in values:
+        mode, sep, path = value.partition("=")
+        if sep and mode not in MODES and not Path(value).exists():
+            modes = ", ".join(f"{m} ({name})" for m, name in MODES.items())
+            raise InputError(
+                f"--p2p-file {value}: {mode!r} is not a topo -p2p mode; write "
+                f"--p2p-file MODE={path} with MODE one of {modes}, or --p2p-file {path} "
+                "to take the mode from the file"
+            )
+
+
 def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
+    _check_p2p_args(args.p2p_file)
     files = CaptureFiles(
         args.topo_file, args.p2p_file, args.smi_q_file, args.nvlink_file, args.lspci_file,
         args.sysfs_file,

@@ -13,6 +13,11 @@ import argparse
 
 from gpulane.analysis.trace import DEFAULT_HBM_THRESHOLD_GBPS, TraceRequest, analyse
 from gpulane.commands.args import ArgumentParser
+from gpulane.errors import InputError
+
+# Binary files gpulane trace reads (the others must be text: a Chrome trace's JSON).
+GZIP_MAGIC = b"\x1f\x8b"
+SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -46,8 +51,37 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def check_readable(path: str) -> None:
+    """One line, never the file's bytes, for a file that is no trace at all (a binary that
+    is neither gzip nor SQLite); the reader explains text that is not a trace."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(8192)
+    except OSError:
+        return  # the reader names a missing or unreadable file
+    if head.startswith((GZIP_MAGIC, SQLITE_MAGIC)):
+        return
+    if path.endswith(".nsys-rep") or head.startswith(b"\x00\x00\x00\x00NSYS"):
+        raise InputError(
+            f"{path}: an Nsight Systems report; export it first: "
+            f"nsys export --type sqlite {path}, then gpulane trace FILE.sqlite"
+        )
+    try:
+        head.decode("utf-8")
+        binary = b"\x00" in head
+    except UnicodeDecodeError as err:
+        binary = err.start < len(head) - 4  # a character cut at the end of the block is text
+    if binary:
+        raise InputError(
+            f"{path}: a binary file, not a trace; gpulane trace reads torch.profiler Chrome "
+            "traces (.json, .json.gz) and Nsight Systems SQLite exports (.sqlite)"
+        )
+
+
 def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
+    for path in args.files:
+        check_readable(path)
     return analyse(
         TraceRequest(
             files=args.files,

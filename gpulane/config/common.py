@@ -13,22 +13,34 @@ class PresetConfig:
     """NCCL transport presets (conf/preset): a name and the variables it sets."""
 
     name: str = "none"
+    """The preset's name"""
     env: dict[str, str] = field(default_factory=dict)
+    """The NCCL_* variables the preset sets for the ranks"""
 
 
 @dataclass
 class CommonConfig:
     build: str | None = None
+    """Build label of the rows (free text: x16-gen4, riser-x4); null: the preset's name, else the host name"""
     results_dir: str = "runs"
+    """Where run directories go: RESULTS_DIR/RUN_ID/rows.jsonl, rows.parquet, config.yaml"""
     env: dict[str, str] = field(default_factory=dict)
+    """Extra environment for the ranks, a new key each: +env.NCCL_ALGO=Ring (over the preset's)"""
     timeout_s: float = 300.0
+    """Seconds without progress (or after a rank died) before the run is ended with an error"""
     progress: bool = True
+    """Progress: a live bar on a terminal, a plain line every 10 s in a log; false: none"""
     # Facts of the run, written by the front when it saves the configuration for the ranks.
     run_id: str | None = None
+    """Internal: the run directory's name"""
     world_size: int | None = None
+    """Internal: ranks of the run"""
     nodes: int | None = None
+    """Internal: nodes of the run"""
     path: str | None = None
+    """Internal: the path label between the ranks"""
     hosts: Any = None
+    """Internal: the hosts of the run"""
 
 
 @dataclass
@@ -36,6 +48,10 @@ class SizesConfig:
     """A sweep of message sizes as nccl-tests' -b -e -f -i take them (K/M/G binary)."""
 
     min: Any = 8
+    """Smallest message in bytes, K/M/G binary suffixes (nccl-tests -b)"""
     max: Any = "auto"
+    """Largest message (nccl-tests -e); auto: 1G on GPUs, 32M on CPUs"""
     factor: float | None = 2.0
+    """Multiply the size by this at each step (nccl-tests -f) ..."""
     step: Any = None
+    """... or add this many bytes at each step instead (nccl-tests -i)"""

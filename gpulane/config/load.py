@@ -5,7 +5,6 @@ group options (backend, launcher, preset) as their own dataclasses."""
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import os
 import re
 from pathlib import Path
@@ -36,12 +35,27 @@ RUN_FACTS = {"run_id", "world_size", "nodes", "path", "hosts", "shape", "full_la
 
 
 def unknown_key(key: str, known: list[str], where: str = "") -> InputError:
+    """The closest key by spelling or meaning (gpulane.config.docs), else the keys there are."""
+    from gpulane.config.docs import all_docs, closest_key, is_hidden_name
+
     name = key.rpartition(".")[2]
-    offered = sorted(k for k in known if k not in RUN_FACTS)
-    close = difflib.get_close_matches(name, offered, n=1, cutoff=0.5)
-    hint = f"; did you mean '{where}{close[0]}'?" if close else ""
-    listing = f" (valid: {', '.join(offered)})" if offered and len(offered) <= 12 else ""
-    return InputError(f"unknown key '{where}{name}'{hint}{listing}")
+    offered = [k for k in known if k not in RUN_FACTS and not is_hidden_name(k)]
+    close = closest_key(name, offered)
+    if close:
+        meaning = all_docs().get(close, "")
+        about = f" ({meaning[:60].rstrip()}{'…' if len(meaning) > 60 else ''})" if meaning else ""
+        return InputError(f"unknown key '{where}{name}'; did you mean '{where}{close}'{about}?")
+    listing = f" (keys: {', '.join(offered)})" if offered else ""
+    group = where.rstrip(".")
+    owners = [o for o, schema in GROUPS.get(group, {}).items() if name in _field_names(schema)]
+    if owners:  # backend.register on backend=torch: the options that have it
+        options = ", ".join(f"{group}={o}" for o in owners)
+        listing += f"; it is a key of {options}"
+    return InputError(f"unknown key '{where}{name}'{listing}")
+
+
+def _field_names(schema: type) -> set[str]:
+    return {f.name for f in dataclasses.fields(schema)}  # type: ignore[arg-type]
 
 
 def check_keys(data: Any, schema: type, where: str = "") -> None:

@@ -5,7 +5,9 @@ the lines printed so far."""
 from __future__ import annotations
 
 import json
+import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -54,8 +56,63 @@ def make_console() -> Console:
     return Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 200)
 
 
+# Seconds between two plain progress lines in a log (GPULANE_PROGRESS_S: tests use less).
+LOG_EVERY_S = 10.0
+
+
+def log_every_s() -> float:
+    try:
+        return float(os.environ.get("GPULANE_PROGRESS_S", LOG_EVERY_S))
+    except ValueError:
+        return LOG_EVERY_S
+
+
+def clock(seconds: float) -> str:
+    """0:01:05 as rich's columns print elapsed time."""
+    whole = int(max(seconds, 0))
+    return f"{whole // 3600}:{whole % 3600 // 60:02d}:{whole % 60:02d}"
+
+
+class LogProgress:
+    """The progress line for a log: when the live bar is not on a terminal (or stderr goes
+    to a file), one plain line on stderr about every 10 s: done/total, elapsed, ETA."""
+
+    def __init__(self, enabled: bool, total: int | None, every_s: float | None = None) -> None:
+        self.enabled = enabled
+        self.total = total
+        self.every_s = log_every_s() if every_s is None else every_s
+        self.started = time.monotonic()
+        self.last = self.started
+        self.done = 0
+        self.what = "starting"
+
+    def update(self, done: int, what: str, total: int | None = None) -> None:
+        if total is not None:
+            self.total = total
+        self.done, self.what = done, what
+
+    def line(self, now: float) -> str:
+        elapsed = now - self.started
+        total = f"/{self.total}" if self.total else ""
+        eta = ""
+        if self.total and 0 < self.done < self.total:
+            eta = f", ETA {clock(elapsed / self.done * (self.total - self.done))}"
+        return f"# progress: {self.done}{total} points, {clock(elapsed)} elapsed{eta} ({self.what})"
+
+    def tick(self, now: float | None = None) -> None:
+        now = time.monotonic() if now is None else now
+        if self.enabled and now - self.last >= self.every_s:
+            self.last = now
+            try:
+                sys.stderr.write(self.line(now) + "\n")
+                sys.stderr.flush()
+            except OSError:  # a log on a full device: the run goes on
+                pass
+
+
 class Display:
-    """Lines above, one transient progress line below (only on a terminal)."""
+    """Lines above, one transient progress line below (only on a terminal), and a plain
+    progress line every 10 s on stderr when that is a log (LogProgress)."""
 
     def __init__(self, console: Console | None, progress: bool, total: int | None) -> None:
         self.console = console or make_console()
@@ -71,6 +128,8 @@ class Display:
             disable=not (progress and self.console.is_terminal),
         )
         self.task = self.progress.add_task("starting", total=total)
+        bar_shown = progress and self.console.is_terminal
+        self.log = LogProgress(progress and (not bar_shown or not sys.stderr.isatty()), total)
 
     def __enter__(self) -> Display:
         self.progress.start()
@@ -91,3 +150,8 @@ class Display:
         if total is not None:
             self.progress.update(self.task, total=total)
         self.progress.update(self.task, completed=done, description=description)
+        self.log.update(done, description, total)
+
+    def tick(self) -> None:
+        """Called at every poll: the log's progress line when it is due."""
+        self.log.tick()

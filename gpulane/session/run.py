@@ -71,6 +71,55 @@ class SessionSpec:
     world_size: int
     row_fields: dict[str, Any] = field(default_factory=dict)  # model, tp, pp, ...
     header: list[str] = field(default_factory=list)  # more "# ..." lines after the first
+    estimate_s: float | None = None  # what the run will take at least, when it can be told
+
+
+# Runs shorter than this get no estimate line: the progress line is enough.
+ESTIMATE_ABOVE_S = 60.0
+
+
+def usable_cores() -> int:
+    import os
+
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def launch_warnings(spec: SessionSpec, launcher: Launcher, launch: LaunchSpec) -> list[str]:
+    """What a person should know before waiting: the run's estimate when it is long, more
+    ranks than cores on this host, and a Slurm collective run of one rank."""
+    from gpulane.session.live import clock
+
+    out = []
+    if spec.estimate_s is not None and spec.estimate_s > ESTIMATE_ABOVE_S:
+        out.append(
+            f"# estimate: this run takes at least {clock(spec.estimate_s)} "
+            "(a smaller sizes.max or fewer collectives is faster)"
+        )
+    cores = usable_cores()
+    on_this_host = launcher.name == "local" or (
+        launcher.name == "mpirun"
+        and not getattr(getattr(launcher, "settings", None), "hostfile", None)
+    )
+    if on_this_host and launch.nprocs > cores:
+        out.append(
+            f"# warning: {launch.nprocs} ranks on {cores} core(s): the ranks take turns, "
+            f"every point is slower and timeout_s={spec_timeout(launch)} may end the run; "
+            f"use ranks<={cores} or raise timeout_s"
+        )
+    if launcher.name == "slurm" and spec.kind == "collective" and launch.nprocs == 1:
+        out.append(
+            "# warning: 1 rank in this Slurm job: a collective of one rank moves nothing "
+            "(busbw 0); ask for several with launcher.tasks_per_node=N (CPU nodes), "
+            "launcher.gpus_per_node=N or launcher.nodes=N"
+        )
+    return out
+
+
+def spec_timeout(launch: LaunchSpec) -> str:
+    return f"{launch.timeout_s:g}"
 
 
 class RunSession:
@@ -118,6 +167,8 @@ class RunSession:
             self.say(line)
         if self.env:
             self.say("# env: " + " ".join(f"{k}={v}" for k, v in self.env.items()))
+        for line in launch_warnings(self.spec, launcher, launch):
+            self.say(line)
 
     # -- the run -------------------------------------------------------------------------
     def run_launch(self, launcher: Launcher, launch: LaunchSpec, attach: bool = False) -> int:
@@ -159,6 +210,7 @@ class RunSession:
         assert self.launcher is not None
         result = self.launcher.poll()
         self._show_new()
+        self.display.tick()
         if result is None:
             if not self.started_rows:
                 state = self.launcher.state()

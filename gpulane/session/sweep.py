@@ -30,7 +30,8 @@ from gpulane.rundir import (
     save_config,
 )
 from gpulane.session.backend_choice import choose_backend
-from gpulane.session.run import RunSession, SessionSpec
+from gpulane.session.estimate import sweep_estimate_s
+from gpulane.session.run import RunSession, SessionSpec, usable_cores
 from gpulane.session.sweep_checks import check_front, check_inputs, check_placements
 from gpulane.session.world import local_gpus
 
@@ -79,6 +80,7 @@ def session_for(
         description=f"{cfg.backend.name} on {ranks} {device} ranks",
         world_size=ranks,
         header=[*(lines or []), *(f"# note: {n}" for n in rounding_notes(plan, ranks))],
+        estimate_s=sweep_estimate_s(plan, ranks, device, usable_cores()),
     )
     return RunSession(run, spec, view, env, progress=bool(cfg.progress))
 

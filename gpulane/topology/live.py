@@ -326,8 +326,8 @@ def probe_topology(under_load: bool = False, sys_root: str = "/sys") -> Topology
                     inp.sources["lspci"] = "lspci -D -vvv"
                     if not any(d.cap_width for d in inp.lspci):
                         inp.missing.append(
-                            "lspci link capabilities: not readable (run as root); bridge "
-                            "link widths from sysfs only"
+                            f"lspci link capabilities: not readable ({not_readable_why()}); "
+                            "bridge link widths from sysfs only"
                         )
                 except GpulaneError as e:
                     inp.notes.append(f"could not read `lspci -vvv`: {e}")
@@ -535,3 +535,13 @@ def _smi_pairs(names: list[str]) -> Topology | None:
 
 
 __all__ = ["NvmlProbe", "make_link", "probe_topology", "worst_path_for_gpus"]
+
+
+def not_readable_why() -> str:
+    """Why lspci shows no capabilities: not root, or (as root) a container or VM that
+    hides the PCI config space; "run as root" only to someone who is not."""
+    import os
+
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        return "hidden even from root: a container or VM without the PCI config space"
+    return "run as root"

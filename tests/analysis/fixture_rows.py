@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from gpulane.record import Row, RowWriter, write_parquet
-from tests.conftest import fixture_path
+from tests.helpers import fixture_path
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 

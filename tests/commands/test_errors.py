@@ -210,7 +210,8 @@ def test_a_sweep_whose_reader_went_away_ends_its_ranks(tmp_path: Path) -> None:
     )
     out = _pipeline(cmd, tmp_path)
     assert out.returncode == 141, out.stderr
-    assert out.stderr == ""
+    # quiet: no error line (stderr is a pipe here, so it may carry the log's progress lines)
+    assert [ln for ln in out.stderr.splitlines() if not ln.startswith("# progress:")] == []
     assert len(out.stdout.splitlines()) == 3
     (run,) = run_dirs(runs)
     rows = [json.loads(ln) for ln in (run / "rows.jsonl").read_text().splitlines()]

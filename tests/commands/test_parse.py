@@ -92,9 +92,10 @@ def test_wrong_kind_exits_2_and_leaves_no_empty_run_dir(
         capsys, "p2p", str(fixture_path(FILES["bandwidthtest"])), "--out", str(out_dir)
     )
     assert status == 2
+    path = fixture_path(FILES["bandwidthtest"])
     assert err == (
-        f"gpulane: error: {fixture_path(FILES['bandwidthtest'])}: no p2pBandwidthLatencyTest "
-        "matrix found\n"
+        f"gpulane: error: {path}: not p2p output (no p2pBandwidthLatencyTest matrix found); "
+        f"this file looks like bandwidthtest output: `gpulane parse bandwidthtest {path}`\n"
     )
     assert not out_dir.exists()
 
