@@ -129,7 +129,7 @@ def main(argv: list[str]) -> int:
         frame = frame.sort_values(_known(frame, args.sort, "--sort"), kind="stable")
     if args.limit is not None:
         frame = frame.head(args.limit)
-    frame = frame[cols]
+    shown, frame = frame, frame[cols]
     if args.format == "csv":
         sys.stdout.write(frame.to_csv(index=False))
     elif args.format == "json":
@@ -150,4 +150,8 @@ def main(argv: list[str]) -> int:
         if not console.is_terminal:  # piped: do not squeeze columns to 80 characters
             console = Console(width=max(200, 12 * len(cols)))
         console.print(t)
+    if args.format in ("table", "markdown") and not args.sql:
+        from gpulane.analysis.reference import reference_lines
+
+        print("\n".join(reference_lines(shown, (args.paths or ["runs"])[0])))
     return 0

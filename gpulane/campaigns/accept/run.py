@@ -53,6 +53,10 @@ class Outcome:
 def accept(cfg: AcceptConfig) -> int:
     outcome = run_accept(cfg)
     print_verdict(outcome.verdict, str(cfg.format))
+    if str(cfg.format) != "json":
+        from gpulane.analysis.reference import reference_lines
+
+        print("\n".join(reference_lines(outcome.frame, str(cfg.results_dir or "runs"))))
     if outcome.findings and str(cfg.format) != "json":
         worst = outcome.findings[0]
         print(
