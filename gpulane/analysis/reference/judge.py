@@ -90,9 +90,9 @@ def nvls_state(env: Mapping[str, Any], transport: Any, extra: Mapping[str, Any])
         return True
     nccl = extra.get("nccl") if isinstance(extra, Mapping) else None
     counts = nccl.get("channel_counts") if isinstance(nccl, Mapping) else None
-    if isinstance(counts, Mapping) and isinstance(counts.get("nvls"), (int, float)):
-        if counts["nvls"] > 0:
-            return True
+    nvls_channels = counts.get("nvls") if isinstance(counts, Mapping) else None
+    if isinstance(nvls_channels, (int, float)) and nvls_channels > 0:
+        return True
     flag = env.get("NCCL_NVLS_ENABLE") if isinstance(env, Mapping) else None
     if flag is not None:
         return str(flag).strip() not in ("0", "false", "False")
