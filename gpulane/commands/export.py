@@ -38,7 +38,9 @@ def parser() -> argparse.ArgumentParser:
         "--format", choices=("openmetrics", "prometheus", "json", "junit"), default="openmetrics"
     )
     p.add_argument("-o", "--output", help="write here instead of stdout")
-    p.add_argument("--textfile", metavar="FILE.prom", help="node_exporter textfile, written atomically")
+    p.add_argument(
+        "--textfile", metavar="FILE.prom", help="node_exporter textfile, written atomically"
+    )
     p.add_argument("--push", metavar="URL", help="push to this Pushgateway")
     p.add_argument("--job", default="gpulane", help="the Pushgateway job (default gpulane)")
     return p
@@ -57,9 +59,16 @@ def _write(path: str, text: str) -> None:
 def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
     if args.textfile and not args.textfile.endswith(".prom"):
-        raise InputError(f"--textfile {args.textfile}: node_exporter reads only files ending in .prom")
+        raise InputError(
+            f"--textfile {args.textfile}: node_exporter reads only files ending in .prom"
+        )
     doc = collect(args.target)
-    render = {"openmetrics": openmetrics, "prometheus": prometheus_text, "json": json_text, "junit": junit}
+    render = {
+        "openmetrics": openmetrics,
+        "prometheus": prometheus_text,
+        "json": json_text,
+        "junit": junit,
+    }
     text = render[args.format](doc)
     if args.output:
         _write(args.output, text)
@@ -73,7 +82,9 @@ def main(argv: list[str]) -> int:
         try:
             write_to_textfile(args.textfile, registry(doc))
         except OSError as err:
-            raise InputError(f"--textfile {args.textfile}: cannot write: {err.strerror or err}") from err
+            raise InputError(
+                f"--textfile {args.textfile}: cannot write: {err.strerror or err}"
+            ) from err
         print(f"# textfile: {args.textfile}", file=sys.stderr)
     if args.push:
         from prometheus_client import push_to_gateway

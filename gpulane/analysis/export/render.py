@@ -34,8 +34,14 @@ from gpulane.analysis.export.schema import Document, Figure
 
 PREFIX = "gpulane"
 FIGURE_METRICS = {
-    "collective_busbw": ("collective_busbw_bytes_per_second", "collective bus bandwidth at the largest size measured, bytes/s"),
-    "copy_bandwidth": ("copy_bandwidth_bytes_per_second", "copy bandwidth per GPU (h2d, d2h) or pair (p2p) at the largest size, bytes/s"),
+    "collective_busbw": (
+        "collective_busbw_bytes_per_second",
+        "collective bus bandwidth at the largest size measured, bytes/s",
+    ),
+    "copy_bandwidth": (
+        "copy_bandwidth_bytes_per_second",
+        "copy bandwidth per GPU (h2d, d2h) or pair (p2p) at the largest size, bytes/s",
+    ),
     "tokens_rate": ("tokens_per_second", "token rate of a decode or prefill run"),
 }
 CHECK_LABELS = ("rule", "subject", "basis", "build", "group")
@@ -58,8 +64,16 @@ class DocumentCollector(Collector):
             build = next((c.build for c in d.checks if c.group == group), "")
             passed.add_metric([group, build], 1.0 if status == "PASS" else 0.0)
         yield passed
-        check = _gauge("accept_check_passed", "1 pass, 0 fail per accept check (skips left out)", list(CHECK_LABELS))
-        margin = _gauge("accept_check_margin_ratio", "(value - threshold) / threshold of an accept check", list(CHECK_LABELS))
+        check = _gauge(
+            "accept_check_passed",
+            "1 pass, 0 fail per accept check (skips left out)",
+            list(CHECK_LABELS),
+        )
+        margin = _gauge(
+            "accept_check_margin_ratio",
+            "(value - threshold) / threshold of an accept check",
+            list(CHECK_LABELS),
+        )
         seen: set[tuple[str, ...]] = set()
         for c in d.checks:
             if c.status not in ("pass", "fail"):
@@ -126,11 +140,16 @@ def junit(document: Document) -> str:
         )
         for c in checks:
             case = ET.SubElement(
-                suite, "testcase", classname=f"gpulane.accept.{c.rule}", name=f"{c.basis} {c.subject}"
+                suite,
+                "testcase",
+                classname=f"gpulane.accept.{c.rule}",
+                name=f"{c.basis} {c.subject}",
             )
             if c.status == "fail":
                 ET.SubElement(case, "failure", message=c.message, type=c.basis).text = c.message
             elif c.status != "pass":
                 ET.SubElement(case, "skipped", message=c.message)
     ET.indent(suites)
-    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
+    return (
+        '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
+    )

@@ -173,7 +173,11 @@ def key_figures(frame: pd.DataFrame) -> list[Figure]:
         key_labels = tuple(sorted((k, v) for k, v in f.labels.items() if k != "size"))
         size = float(f.labels.get("size") or 0)
         k = (f.metric, key_labels)
-        if k not in best or size > best[k][0] or (size == best[k][0] and f.value > best[k][1].value):
+        if (
+            k not in best
+            or size > best[k][0]
+            or (size == best[k][0] and f.value > best[k][1].value)
+        ):
             best[k] = (size, f)
     return [f for _, f in best.values()]
 
