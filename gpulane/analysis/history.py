@@ -196,7 +196,7 @@ def changes_between(before: pd.Series, after: pd.Series) -> list[str]:
 
 def series(frame: pd.DataFrame) -> list[Series]:
     keys = [k for k in KEYS if k in frame.columns]
-    out = []
+    out: list[Series] = []
     if frame.empty:
         return out
     grouped = frame.groupby([frame[k].astype(str) for k in keys], sort=True, dropna=False)
@@ -286,15 +286,17 @@ def regression_text(s: Series) -> str:
     )
 
 
+def _size(v: Any) -> int:
+    return int(v) if _present(v) else 0
+
+
 def key_series(all_series: list[Series]) -> list[Series]:
     """The largest size of each (build, op, path, world size, ...) series family."""
     best: dict[tuple[str, ...], Series] = {}
     for s in all_series:
         family = tuple(str(v) for k, v in s.key.items() if k not in ("size_bytes", "in_place"))
-        size = s.key.get("size_bytes")
-        size = int(size) if _present(size) else 0
+        size = _size(s.key.get("size_bytes"))
         cur = best.get(family)
-        cur_size = cur.key.get("size_bytes") if cur else None
-        if cur is None or size > (int(cur_size) if _present(cur_size) else 0):
+        if cur is None or size > _size(cur.key.get("size_bytes")):
             best[family] = s
     return list(best.values())

@@ -21,7 +21,8 @@ def plot_history(all_series: list[Series], path: Path, limit: int = 12) -> Path:
         when = pd.to_datetime(s.runs["started_at"], utc=True, format="ISO8601")
         (line,) = ax.plot(when, s.runs["value"], marker="o", ms=3, label=s.label())
         if s.regression is not None:
-            ax.axvline(when.iloc[s.regression], color=line.get_color(), ls="--", lw=1)
+            at = when.iloc[s.regression].to_pydatetime()
+            ax.axvline(at, color=line.get_color(), ls="--", lw=1)  # type: ignore[arg-type]
     units = sorted({UNIT.get(s.metric, "") for s in shown})
     ax.set_ylabel(" / ".join(u for u in units if u))
     ax.set_title("gpulane history (dashed: first regressed run)")

@@ -164,9 +164,8 @@ def key_figures(frame: pd.DataFrame) -> list[Figure]:
     latest = ok.groupby("build", dropna=False)["run_start"].transform("max")
     ok = ok[ok["run_start"] == latest]
     out: list[Figure] = []
-    for row in ok.to_dict("records"):
-        row = {str(k): v for k, v in row.items()}
-        out.extend(_figures_of(row))
+    for record in ok.to_dict("records"):
+        out.extend(_figures_of({str(k): v for k, v in record.items()}))
     # keep the largest size per series (collectives and copies), the best of repeats
     best: dict[tuple[str, tuple[tuple[str, str], ...]], tuple[float, Figure]] = {}
     for f in out:

@@ -230,7 +230,7 @@ def judge_frame(
     keys = [*by, "build", "kind", "op", "world_size", "nodes", "path", "graph", "size_bytes"]
     keys = [k for k in keys if k in ok.columns]
     for _, group in ok.groupby([ok[k].astype(str) for k in keys], sort=False, dropna=False):
-        first = group.iloc[0].to_dict()
+        first = {str(k): v for k, v in group.iloc[0].to_dict().items()}
         metric = METRIC_OF_KIND[str(first["kind"])]
         values = pd.to_numeric(group[metric], errors="coerce").dropna()
         if values.empty or first["kind"] == "tokens":

@@ -34,18 +34,20 @@ def entries_from_frame(
     ok = ok[pd.to_numeric(ok["size_bytes"], errors="coerce").fillna(0) >= MIN_SIZE]
     groups: dict[tuple[Any, ...], dict[str, list[float]]] = {}
     facts_by_key = {}
-    for row in ok.to_dict("records"):
+    for record in ok.to_dict("records"):
+        row = {str(k): v for k, v in record.items()}
         metric = METRIC_OF_KIND[str(row["kind"])]
-        value = pd.to_numeric(row.get(metric), errors="coerce")
-        if pd.isna(value):
+        value = _number(row.get(metric))
+        if value is None:
             continue
         f = facts_of(row)
         if f.gpu is None or f.path is None:
             continue  # a figure that cannot name its machine cannot be a reference
-        key = (f.gpu, f.path, f.world_size, f.nodes, f.kind, f.op, f.size, f.nvls, f.env, f.memory)
-        key += (f.nccl, f.graph)  # copies: every GPU of the machine in one range
+        # copies: every GPU of the machine in one range (no src/dst in the key)
+        key: tuple[Any, ...] = (f.gpu, f.path, f.world_size, f.nodes, f.kind, f.op, f.size)
+        key += (f.nvls, f.env, f.memory, f.nccl, f.graph)
         facts_by_key[key] = (f, metric)
-        groups.setdefault(key, {}).setdefault(str(row["run_id"]), []).append(float(value))
+        groups.setdefault(key, {}).setdefault(str(row["run_id"]), []).append(value)
     out = []
     for key, runs in groups.items():
         f, metric = facts_by_key[key]
@@ -58,7 +60,7 @@ def entries_from_frame(
         copy = f.kind == "copy"
         out.append(
             Entry(
-                gpu=(f.gpu,),
+                gpu=(str(f.gpu),),
                 path="*" if copy else str(f.path),
                 world_size=0 if copy else int(f.world_size or 0),
                 op=f.op,
@@ -82,6 +84,14 @@ def entries_from_frame(
             )
         )
     return sorted(out, key=lambda e: (e.gpu, e.path, e.world_size, e.op, e.env, e.size_min))
+
+
+def _number(v: Any) -> float | None:
+    try:
+        out = float(v)
+    except (TypeError, ValueError):
+        return None
+    return None if out != out else out  # NaN: no figure
 
 
 def _sig(x: float) -> float:

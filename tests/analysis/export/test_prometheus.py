@@ -15,6 +15,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -87,7 +88,7 @@ def exporter(capsys: pytest.CaptureFixture[str]) -> Iterator[tuple[int, float]]:
     server.shutdown()
 
 
-def _get(url: str) -> dict:  # type: ignore[type-arg]
+def _get(url: str) -> dict[str, Any]:
     with urllib.request.urlopen(url, timeout=5) as r:
         return json.loads(r.read())  # type: ignore[no-any-return]
 
@@ -115,7 +116,7 @@ def test_a_real_prometheus_scrapes_the_export(tmp_path: Path, exporter: tuple[in
     query = 'gpulane_collective_busbw_bytes_per_second{op="all_reduce",build="plain-big"}'
     url = f"http://127.0.0.1:{web}/api/v1/query?" + urllib.parse.urlencode({"query": query})
     try:
-        deadline, result = time.monotonic() + 40, []
+        deadline, result = time.monotonic() + 40, list[dict[str, Any]]()
         while time.monotonic() < deadline and not result:
             time.sleep(0.5)
             try:
