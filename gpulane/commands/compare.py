@@ -126,7 +126,8 @@ def print_reference(frame: pd.DataFrame, results_dir: str) -> None:
     """Where each side's figures fall against the reference table (docs/reference.md)."""
     from gpulane.analysis.reference import reference_lines
 
-    print("\n".join(reference_lines(frame, results_dir, label="side")))
+    for line in reference_lines(frame, results_dir, label="side"):
+        print(line)
 
 
 def main(argv: list[str]) -> int:

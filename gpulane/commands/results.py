@@ -150,8 +150,9 @@ def main(argv: list[str]) -> int:
         if not console.is_terminal:  # piped: do not squeeze columns to 80 characters
             console = Console(width=max(200, 12 * len(cols)))
         console.print(t)
-    if args.format in ("table", "markdown") and not args.sql:
+    if args.format == "table" and not args.sql:
         from gpulane.analysis.reference import reference_lines
 
-        print("\n".join(reference_lines(shown, (args.paths or ["runs"])[0])))
+        for line in reference_lines(shown, (args.paths or ["runs"])[0]):
+            print(line)
     return 0

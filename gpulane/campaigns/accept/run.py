@@ -56,7 +56,8 @@ def accept(cfg: AcceptConfig) -> int:
     if str(cfg.format) != "json":
         from gpulane.analysis.reference import reference_lines
 
-        print("\n".join(reference_lines(outcome.frame, str(cfg.results_dir or "runs"))))
+        for line in reference_lines(outcome.frame, str(cfg.results_dir or "runs")):
+            print(line)
     if outcome.findings and str(cfg.format) != "json":
         worst = outcome.findings[0]
         print(
