@@ -290,6 +290,29 @@ def _size(v: Any) -> int:
     return int(v) if _present(v) else 0
 
 
+def regression_lines(regressed: list[Series]) -> list[str]:
+    """One line per regression: sizes of one figure family that regressed at the same run
+    with the same changes are one line, shown by its largest size."""
+    families: dict[tuple[str, ...], list[Series]] = {}
+    for s in regressed:
+        assert s.regression is not None
+        run = str(s.runs.iloc[s.regression]["run_id"])
+        fam = tuple(str(v) for k, v in s.key.items() if k not in ("size_bytes", "in_place"))
+        families.setdefault((*fam, run, *s.changes), []).append(s)
+    out = []
+    for group in families.values():
+        group.sort(key=lambda s: _size(s.key.get("size_bytes")))
+        text = regression_text(group[-1])
+        if len(group) > 1:
+            sizes = sorted({_size(s.key.get("size_bytes")) for s in group})
+            text += (
+                f" [{len(group)} figures of this op regressed at that run, "
+                f"{format_size(sizes[0])}–{format_size(sizes[-1])}]"
+            )
+        out.append(text)
+    return out
+
+
 def key_series(all_series: list[Series]) -> list[Series]:
     """The largest size of each (build, op, path, world size, ...) series family."""
     best: dict[tuple[str, ...], Series] = {}

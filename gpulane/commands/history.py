@@ -9,6 +9,7 @@ from pathlib import Path
 from gpulane.analysis.history import (
     key_series,
     load_runs,
+    regression_lines,
     regression_text,
     select,
     series,
