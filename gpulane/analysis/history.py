@@ -259,7 +259,7 @@ def trend_line(s: Series) -> str:
     v = _dict(s.runs.iloc[-1]["versions"])
     stamp = ", ".join(f"{k} {v[k]}" for k in ("driver", "nccl", "cuda", "gpulane") if k in v)
     text = (
-        f"{s.label()}: {UNIT.get(s.metric, '')} {_short(values[0])} → {_short(values[-1])} "
+        f"{s.label()}: {_short(values[0])} → {_short(values[-1])} {UNIT.get(s.metric, '')} "
         f"over {len(values)} runs {spark(values[-40:])} [{stamp}]"
     )
     marks = version_marks(s)

@@ -86,10 +86,11 @@ def main(argv: list[str]) -> int:
         )
         for s in sorted(shown, key=lambda s: s.label()):
             print(trend_line(s))
-        for s in regressed:
-            print(regression_text(s))
+        lines = regression_lines(regressed)
+        for line in lines:
+            print(line)
         print(
-            f"# {len(regressed)} regression(s)"
+            f"# {len(lines)} regression(s), {len(regressed)} figures"
             if regressed
             else "# no regression beyond the runs' noise"
         )
