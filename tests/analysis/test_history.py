@@ -115,3 +115,13 @@ def test_filters_and_plot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     plot = tmp_path / "h.png"
     assert main(["history", str(tmp_path / "runs"), "--build", "nv*", "--plot", str(plot)]) == 1
     assert plot.stat().st_size > 1000
+
+
+def test_report_has_a_history_section(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    runs = tmp_path / "runs"
+    make_results(runs, [340, 342, 339, 300, 301], new_nccl_at=3)
+    page = tmp_path / "r.html"
+    assert main(["report", str(runs), "--history", str(runs), "-o", str(page)]) == 0
+    html = page.read_text()
+    assert 'id="history"' in html and 'id="plot-history"' in html
+    assert "REGRESSION nvlink all_reduce float 1 GiB" in html and "nccl 2.28.9 → 2.29.1" in html
