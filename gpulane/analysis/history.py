@@ -132,7 +132,7 @@ class Series:
         if _present(k.get("path")):
             parts.append(str(k["path"]))
         if _present(k.get("world_size")):
-            parts.append(f"{int(k['world_size'])} GPUs")
+            parts.append(f"{int(k['world_size'])} ranks")
         return " ".join(parts)
 
 

@@ -21,8 +21,8 @@ examples:
   gpulane export runs/accept-group --format junit -o junit.xml
 
 --textfile writes the Prometheus text format through a temporary file and a rename, as
-node_exporter's textfile collector needs. exit status: 0 written, 1 a push failed,
-2 bad input (nothing to export, a path that does not exist).
+node_exporter's textfile collector needs. exit status: 0 written, 2 a push that failed or
+bad input (nothing to export, a path that does not exist).
 """
 
 

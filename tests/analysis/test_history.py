@@ -76,7 +76,7 @@ def test_planted_regression_is_flagged_where_it_appeared(
     line = next(ln for ln in out.splitlines() if ln.startswith("REGRESSION"))
     assert f"first in run {ids[4]}" in line
     assert "nccl 2.28.9 → 2.29.1" in line
-    assert f"{n} GPUs" in line
+    assert f"{n} ranks" in line
 
 
 def test_changes_within_noise_stay_quiet(
