@@ -88,9 +88,14 @@ def main() -> int:
                 capture_output=True, text=True, env={**os.environ, "PYTHONPATH": os.getcwd()},
             )  # fmt: skip
             wall = time.perf_counter() - t0
-            lines.append(f"history rep={rep} rc={done.returncode} wall={wall:.2f}")
+            load = os.getloadavg()[0]
+            lines.append(f"history rep={rep} rc={done.returncode} wall={wall:.2f} load={load:.1f}")
         out = done.stdout.splitlines()
-        lines += [ln.replace(str(root), "RUNS") for ln in out if not ln[:1].isalnum() or "REGRESSION" in ln][:12]
+        lines += [
+            ln.replace(str(root), "RUNS")
+            for ln in out
+            if not ln[:1].isalnum() or "REGRESSION" in ln
+        ][:12]
     Path(args.out).write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0

@@ -19,6 +19,7 @@ switches, host) against the run before it is named.
 
 from __future__ import annotations
 
+import bisect
 import json
 import os
 import statistics
@@ -145,25 +146,36 @@ def _present(v: Any) -> bool:
         return True
 
 
-def _noise(run: pd.Series) -> float:
-    """A run's own relative noise: the spread of its repeats, or its p50-p99 tail."""
-    out = 0.0
-    if run["n"] >= 2 and run["value"]:
-        out = max(out, (run["hi"] - run["lo"]) / run["value"])
-    if _present(run["tail"]):
-        out = max(out, float(run["tail"]))
-    return out
+def noise_of(frame: pd.DataFrame) -> pd.Series:
+    """Each run's own relative noise: the spread of its repeats, or its p50-p99 tail."""
+    value = frame["value"].astype(float)
+    spread = ((frame["hi"] - frame["lo"]) / value.where(value != 0)).where(frame["n"] >= 2)
+    tail = pd.to_numeric(frame["tail"], errors="coerce")
+    return pd.concat([spread.fillna(0.0), tail.fillna(0.0)], axis=1).max(axis=1).clip(lower=0)
+
+
+def _median(ordered: list[float]) -> float:
+    n = len(ordered)
+    mid = n // 2
+    return ordered[mid] if n % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
 def detect(values: list[float], noise: list[float]) -> tuple[int | None, float | None]:
-    """(index of the first regressed run, the band it was judged with), higher is better."""
+    """(index of the first regressed run, the band it was judged with), higher is better.
+
+    Runs in time order; the earlier runs' median, minimum and maximum and the median
+    noise are kept as they grow (sorted lists), so a series of n runs costs about n log n
+    plus the rare candidate's median of the runs after it."""
+    base_sorted: list[float] = []
+    noise_sorted: list[float] = [noise[0]] if noise else []
     for k in range(1, len(values)):
-        base = values[:k]
-        within = statistics.median(noise[: k + 1]) * statistics.median(base)
-        band = max(within, max(base) - min(base))
+        bisect.insort(base_sorted, values[k - 1])
+        bisect.insort(noise_sorted, noise[k])
+        within = _median(noise_sorted) * _median(base_sorted)
+        band = max(within, base_sorted[-1] - base_sorted[0])
         if band <= 0:
             continue  # no noise measure: nothing can be told apart from noise
-        low = min(base) - band
+        low = base_sorted[0] - band
         if values[k] < low and statistics.median(values[k:]) < low:
             return k, band
     return None, None
@@ -199,13 +211,13 @@ def series(frame: pd.DataFrame) -> list[Series]:
     out: list[Series] = []
     if frame.empty:
         return out
-    grouped = frame.groupby([frame[k].astype(str) for k in keys], sort=True, dropna=False)
-    for _, runs in grouped:
-        runs = runs.sort_values("started_at", kind="stable").reset_index(drop=True)
+    frame = frame.assign(noise=noise_of(frame)).sort_values("started_at", kind="stable")
+    for _, runs in frame.groupby(keys, sort=True, dropna=False):
+        runs = runs.reset_index(drop=True)
         first = runs.iloc[0]
         s = Series({k: first[k] for k in keys}, METRIC[str(first["kind"])], runs)
-        values = [float(v) for v in runs["value"]]
-        noise = [_noise(r) for _, r in runs.iterrows()]
+        values = runs["value"].astype(float).tolist()
+        noise = runs["noise"].tolist()
         k, band = detect(values, noise)
         if k is not None:
             s.regression, s.band = k, band
