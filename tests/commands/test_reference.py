@@ -56,3 +56,24 @@ def test_add_then_results_judges_against_the_site(
     assert "(5 in all)" in capsys.readouterr().out
     assert main(["reference", "list", "--results-dir", str(run.parent), "--gpu", "H200"]) == 0
     assert capsys.readouterr().out.startswith("site ")
+
+
+def test_compare_and_accept_show_the_verdict_on_committed_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    runs = fixture_path("h200x2/doctor/runs")
+    nvlink, pcie = sorted(str(p) for p in runs.iterdir() if "socket" not in p.name)
+    assert main(["compare", nvlink, pcie, "--size-min", "16M"]) == 0
+    out = capsys.readouterr().out
+    assert (
+        "# reference: nvlink all_reduce float 16 MiB in-place: 226 GB/s, normal for 2× H200 NV18"
+        in out
+    )
+    assert (
+        "# reference: pcie-host all_reduce float 16 MiB in-place: 14.9 GB/s, normal for 2× H200 NV18 without NVLS NCCL_P2P_DISABLE=1"
+        in out
+    )
+    main(["accept", "--run", nvlink, "--out", str(tmp_path / "acc")])
+    out = capsys.readouterr().out
+    lines = [ln for ln in out.splitlines() if ln.startswith("# reference: nvlink")]
+    assert len(lines) == 5 and all("tests/fixtures/h200x2/doctor/runs" in ln for ln in lines)
