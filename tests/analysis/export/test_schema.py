@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from gpulane.analysis.export import collect, json_text, junit, openmetrics
+from gpulane.analysis.export import Document, collect, json_text, junit, openmetrics
 from gpulane.analysis.export.schema import key_figures
 from gpulane.analysis.store import frame_from_rows
 from gpulane.record import Row
@@ -66,3 +66,23 @@ def test_nothing_to_export_is_bad_input(tmp_path: Path) -> None:
 
     assert main(["export", str(tmp_path)]) == 2
     assert main(["export", str(tmp_path / "absent")]) == 2
+
+
+def test_copy_per_gpu_and_pair_and_token_rates() -> None:
+    at = "2026-11-27T01:00:00+00:00"
+    rows = [
+        Row(run_id="c", kind="copy", backend="torch", op=op, build="x", src=src, dst=dst,
+            memory="pinned", size_bytes=size, algbw_gbps=bw, started_at=at,
+            versions={"gpu": "NVIDIA H200", "driver": "580.95"})
+        for op, src, dst in (("h2d", "host", "GPU0"), ("h2d", "host", "GPU1"), ("p2p", "GPU0", "GPU1"))
+        for size, bw in ((1 << 20, 20.0), (1 << 28, 55.0))
+    ]  # fmt: skip
+    rows.append(Row(run_id="c", kind="tokens", backend="torch", op="decode", build="x",
+                    model="llama", tp=2, pp=1, batch=8, tokens_per_s=1234.5, started_at=at))  # fmt: skip
+    text = openmetrics(Document("t", figures=key_figures(frame_from_rows(rows))))
+    copies = [ln for ln in text.splitlines() if ln.startswith("gpulane_copy_bandwidth")]
+    assert len(copies) == 3 and all(ln.endswith(" 5.5e+010") or "5.5e+10" in ln for ln in copies)
+    assert any('gpu="GPU1"' in ln and 'pair=""' in ln and 'driver="580.95"' in ln for ln in copies)
+    assert any('pair="GPU0->GPU1"' in ln for ln in copies)
+    tokens = [ln for ln in text.splitlines() if ln.startswith("gpulane_tokens_per_second{")]
+    assert len(tokens) == 1 and 'tp="2"' in tokens[0] and tokens[0].endswith(" 1234.5")
