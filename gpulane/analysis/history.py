@@ -41,6 +41,17 @@ KEYS = (
 )  # fmt: skip
 METRIC = {"collective": "busbw_gbps", "copy": "algbw_gbps", "tokens": "tokens_per_s"}
 UNIT = {"busbw_gbps": "GB/s", "algbw_gbps": "GB/s", "tokens_per_s": "tok/s"}
+# The Row fields history reads from rows.jsonl, with their types.
+JSON_COLUMNS = {
+    **{k: "VARCHAR" for k in ("run_id", "started_at", "status", "host", "build", "kind", "op")},
+    **{k: "VARCHAR" for k in ("dtype", "path", "memory", "src", "dst", "model")},
+    **{k: "BOOLEAN" for k in ("in_place", "graph")},
+    **{k: "BIGINT" for k in ("world_size", "nodes", "size_bytes", "tp", "pp", "batch")},
+    **{k: "DOUBLE" for k in ("busbw_gbps", "algbw_gbps", "tokens_per_s")},
+    **{k: "DOUBLE" for k in ("time_us_p50", "time_us_p99")},
+    "versions": "JSON",
+    "env": "JSON",
+}
 SPARK = "▁▂▃▄▅▆▇█"
 
 
@@ -77,10 +88,16 @@ def load_runs(root: str | os.PathLike[str]) -> pd.DataFrame:
         con.read_parquet(parquet, union_by_name=True).create_view("pq")
         parts.append("select * from pq")
     if jsonl:
-        frame = rows_frame([r for d in jsonl for r in read_rows(d / ROWS_JSONL)])
-        for name in ("env", "versions", "extra"):
-            frame[name] = frame[name].map(lambda v: json.dumps(v, default=str))
-        con.register("js", frame)
+        files = [str(d / ROWS_JSONL) for d in jsonl]
+        try:  # DuckDB's own reader, typed as the Row fields are
+            con.read_json(files, format="newline_delimited", columns=JSON_COLUMNS).create_view("js")
+            con.execute("select count(*) from js").fetchall()
+        except duckdb.Error:  # a line cut short: gpulane's reader, which says where
+            frame = rows_frame([r for d in jsonl for r in read_rows(d / ROWS_JSONL)])
+            for name in ("env", "versions", "extra"):
+                frame[name] = frame[name].map(lambda v: json.dumps(v, default=str))
+            con.register("js_frame", frame)
+            con.execute("create or replace view js as select * from js_frame")
         parts.append("select * from js")
     con.execute("create view rows as " + " union all by name ".join(parts))
     have = {r[0] for r in con.execute("describe rows").fetchall()}
