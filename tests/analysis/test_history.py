@@ -125,3 +125,13 @@ def test_report_has_a_history_section(tmp_path: Path, capsys: pytest.CaptureFixt
     html = page.read_text()
     assert 'id="history"' in html and 'id="plot-history"' in html
     assert "REGRESSION nvlink all_reduce float 1 GiB" in html and "nccl 2.28.9 → 2.29.1" in html
+
+
+def test_a_run_cut_short_is_still_read(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    ids = make_results(tmp_path, [340, 342, 339, 300, 301], new_nccl_at=3)
+    rows = tmp_path / ids[1] / "rows.jsonl"  # odd runs have no Parquet: JSON Lines only
+    rows.write_text(rows.read_text()[:-40])
+    assert main(["history", str(tmp_path)]) == 1
+    captured = capsys.readouterr()
+    assert f"first in run {ids[3]}" in captured.out and "over 5 runs" in captured.out
+    assert "skipped its last line" in captured.err
