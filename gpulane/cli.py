@@ -34,7 +34,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "collect": ("gpulane.commands.collect:main", "finish a detached Slurm run (wait=false)"),
     "reference": ("gpulane.commands.reference:main", "known-good figures; add your accepted runs"),
     "history": ("gpulane.commands.history:main", "trend per figure over runs; flags regressions"),
-    "export": ("gpulane.commands.export:main", "verdicts and key figures as OpenMetrics/JSON/JUnit"),
+    "export": ("gpulane.commands.export:main", "verdicts, figures as OpenMetrics/JSON/JUnit"),
 }
 
 DEFAULT_COMMAND = "sweep"
