@@ -10,8 +10,10 @@
 # warm-up and 20 timed iterations, NCCL_NVLS_ENABLE=0 as on every lent machine), each into
 # OUT/runs/; then `gpulane accept --run` on the first run (so the runs can be added with
 # `gpulane reference add` the way a site would), `gpulane history OUT/runs` and
-# `gpulane export OUT/runs`. Expect about 3-4 minutes on 4x H200 (a 256 MiB-4 GiB sweep of
-# four collectives measured 40-60 s a run there); nothing is built.
+# `gpulane export OUT/runs`. Not timed yet: each sweep is 4 collectives x 5 sizes x 2
+# (in/out of place) x 25 iterations, seconds of GPU time, plus gpulane's start-up, 10-25 s
+# a run on the 2x H200 machine (benchmarks/collectives/run_gpu.sh); expect a few minutes.
+# Nothing is built.
 #
 # Afterwards, on the development machine: add OUT/runs to SOURCES in
 # benchmarks/reference/build_table.py (with its conditions) and regenerate the table.
