@@ -32,6 +32,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "join": ("gpulane.commands.join:main", "token rates beside collective rows"),
     "trace": ("gpulane.commands.trace:main", "copy bandwidth from profiler traces"),
     "collect": ("gpulane.commands.collect:main", "finish a detached Slurm run (wait=false)"),
+    "reference": ("gpulane.commands.reference:main", "known-good figures; add your accepted runs"),
+    "history": ("gpulane.commands.history:main", "trend per figure over runs; flags regressions"),
+    "export": ("gpulane.commands.export:main", "verdicts, figures as OpenMetrics/JSON/JUnit"),
 }
 
 DEFAULT_COMMAND = "sweep"

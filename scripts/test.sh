@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 apt_packages=(openmpi-bin libopenmpi-dev munge slurmctld slurmd slurm-client slurmdbd
-              mariadb-server chromium pciutils)
+              mariadb-server chromium pciutils prometheus prometheus-pushgateway)
 missing=()
 for p in "${apt_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")

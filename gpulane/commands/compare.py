@@ -122,6 +122,14 @@ def html_page(cmp: Comparison, sides: list[tuple[str, pd.DataFrame]], model: str
     return compare_page(cmp, build_topologies(sides), cfg)
 
 
+def print_reference(frame: pd.DataFrame, results_dir: str) -> None:
+    """Where each side's figures fall against the reference table (docs/reference.md)."""
+    from gpulane.analysis.reference import reference_lines
+
+    for line in reference_lines(frame, results_dir, label="side"):
+        print(line)
+
+
 def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
     if args.model not in (None, "none"):
@@ -145,6 +153,7 @@ def main(argv: list[str]) -> int:
             write_text(args.output, "-o", lambda fh: print_terminal(cmp, file=fh))
         else:
             print_terminal(cmp)
+            print_reference(cmp.frame, args.results_dir)
     else:
         text = text_of(cmp, args.format)
         text = text if text.endswith("\n") else text + "\n"

@@ -35,6 +35,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--op", action="append", default=[])
     p.add_argument("--build", action="append", default=[])
     p.add_argument("--where", help="pandas query on the rows")
+    p.add_argument("--history", metavar="RESULTS_DIR", help="add the runs there over time")
     return p
 
 
@@ -83,6 +84,7 @@ def main(argv: list[str]) -> int:
         baseline=baseline,
         findings=accepted.findings if accepted else None,
         baseline_source=accepted.baseline if accepted else None,
+        history=args.history,
     )
     try:
         out.write_text(text, encoding="utf-8")

@@ -155,7 +155,7 @@ def main(argv: list[str]) -> int:
         frame = frame.sort_values(_known(frame, args.sort, "--sort"), kind="stable")
     if args.limit is not None:
         frame = frame.head(args.limit)
-    frame = frame[cols]
+    shown, frame = frame, frame[cols]
     if args.format == "csv":
         sys.stdout.write(frame.to_csv(index=False))
     elif args.format == "json":
@@ -182,4 +182,9 @@ def main(argv: list[str]) -> int:
         if not console.is_terminal or console.width < needed:
             console = Console(width=max(needed, 80 if console.is_terminal else 200))
         console.print(t)
+    if args.format == "table" and not args.sql:
+        from gpulane.analysis.reference import reference_lines
+
+        for line in reference_lines(shown, (args.paths or ["runs"])[0]):
+            print(line)
     return 0

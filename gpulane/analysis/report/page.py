@@ -47,6 +47,7 @@ def render_report(
     baseline: pd.DataFrame | None = None,
     findings: Sequence[Mapping[str, Any]] | None = None,
     baseline_source: str | None = None,
+    history: str | None = None,
 ) -> str:
     """The whole report as one HTML string."""
     topo = as_topology(topology)
@@ -70,6 +71,10 @@ def render_report(
         fabric = fabric_section(source) if Path(source).is_dir() else None
         if fabric:
             parts.append(fabric)
+    if history is not None:  # a results directory: its runs over time (report --history)
+        from gpulane.analysis.report.history import history_section
+
+        parts.append(history_section(history))
     parts.append(topology_section(topo, topology_source))
     if len(frame):
         parts.append(errors_section(frame))

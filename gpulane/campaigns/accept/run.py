@@ -66,6 +66,11 @@ class Outcome:
 def accept(cfg: AcceptConfig) -> int:
     outcome = run_accept(cfg)
     print_verdict(outcome.verdict, str(cfg.format))
+    if str(cfg.format) != "json":
+        from gpulane.analysis.reference import reference_lines
+
+        for line in reference_lines(outcome.frame, str(cfg.results_dir or "runs")):
+            print(line)
     if outcome.findings and str(cfg.format) != "json":
         worst = outcome.findings[0]
         print(

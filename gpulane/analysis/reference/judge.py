@@ -1,0 +1,242 @@
+"""Where a measured figure falls against the reference table, in one line of words.
+
+A figure is only ever judged against an entry for the same machine: the GPU model its
+rows carry (``versions["gpu"]``), the same path label, world size, node count and op,
+a size inside the entry's band, and the same NCCL switches. NCCL version and NVLS are
+compared when both sides know them; when the rows do not say, the line says so. A figure
+no entry matches says "no reference", naming what it was looked up by.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from gpulane.analysis.reference.table import (
+    METRIC_OF_KIND,
+    NEUTRAL_ENV,
+    ORIGINS,
+    UNITS,
+    Entry,
+    ReferenceTable,
+    model_key,
+    short_model,
+)
+from gpulane.units import format_size
+
+NORMAL, BELOW, ABOVE, MEETS, SHORT, NONE = (
+    "normal",
+    "below",
+    "above",
+    "meets",
+    "short",
+    "none",
+)
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What a figure's rows say about the machine and conditions it was measured on."""
+
+    gpu: str | None
+    path: str | None
+    world_size: int | None
+    nodes: int
+    kind: str
+    op: str
+    size: int | None
+    nccl: str | None
+    nvls: bool | None
+    env: tuple[tuple[str, str], ...]
+    memory: str | None = None
+    graph: bool | None = None
+
+    def machine(self, size: bool = True) -> str:
+        model = short_model(self.gpu) if self.gpu else "unknown GPU"
+        n = f"{self.world_size}× " if self.world_size else ""
+        nodes = f"{self.nodes} nodes × " if self.nodes > 1 else ""
+        text = f"{nodes}{n}{model} {self.path or 'unknown path'}"
+        if self.env:
+            text += " " + " ".join(f"{k}={v}" for k, v in self.env)
+        if self.memory:
+            text += f" {self.memory}"
+        shown = f" {format_size(self.size)}" if size and self.size is not None else ""
+        return f"{text} {self.op}{shown}"
+
+
+def _text(value: Any) -> str | None:
+    if value is None:
+        return None
+    try:
+        if pd.isna(value):
+            return None
+    except (TypeError, ValueError):
+        pass
+    return str(value)
+
+
+def _int(value: Any) -> int | None:
+    text = _text(value)
+    return int(float(text)) if text is not None else None
+
+
+def nvls_state(env: Mapping[str, Any], transport: Any, extra: Mapping[str, Any]) -> bool | None:
+    """NVLS on (True), off (False) or unknown (None), from what the rows recorded."""
+    if "NVLS" in (_text(transport) or ""):
+        return True
+    nccl = extra.get("nccl") if isinstance(extra, Mapping) else None
+    counts = nccl.get("channel_counts") if isinstance(nccl, Mapping) else None
+    nvls_channels = counts.get("nvls") if isinstance(counts, Mapping) else None
+    if isinstance(nvls_channels, (int, float)) and nvls_channels > 0:
+        return True
+    flag = env.get("NCCL_NVLS_ENABLE") if isinstance(env, Mapping) else None
+    if flag is not None:
+        return str(flag).strip() not in ("0", "false", "False")
+    if isinstance(counts, Mapping) and counts.get("nvls") == 0:
+        return False
+    return None
+
+
+def facts_of(row: Mapping[str, Any]) -> Facts:
+    versions = row.get("versions") if isinstance(row.get("versions"), Mapping) else {}
+    env = row.get("env") if isinstance(row.get("env"), Mapping) else {}
+    extra = row.get("extra") if isinstance(row.get("extra"), Mapping) else {}
+    assert isinstance(versions, Mapping) and isinstance(env, Mapping)
+    shaping = tuple(
+        sorted(
+            (str(k), str(v))
+            for k, v in env.items()
+            if str(k).startswith("NCCL_") and str(k) not in NEUTRAL_ENV
+        )
+    )
+    return Facts(
+        gpu=_text(versions.get("gpu")),
+        path=_text(row.get("path")),
+        world_size=_int(row.get("world_size")),
+        nodes=_int(row.get("nodes")) or 1,
+        kind=str(row.get("kind")),
+        op=str(row.get("op")),
+        size=_int(row.get("size_bytes")),
+        nccl=_text(versions.get("nccl")),
+        nvls=nvls_state(env, row.get("transport"), extra or {}),
+        env=shaping,
+        memory=_text(row.get("memory")),
+        graph=row.get("graph") if isinstance(row.get("graph"), bool) else None,
+    )
+
+
+def matches(entry: Entry, facts: Facts) -> bool:
+    """Whether ``entry`` holds for a figure with these facts (never another machine)."""
+    if facts.gpu is None or model_key(facts.gpu) not in {model_key(g) for g in entry.gpu}:
+        return False
+    if entry.path != "*" and entry.path != facts.path:
+        return False
+    if entry.world_size and entry.world_size != facts.world_size:
+        return False
+    if entry.nodes != facts.nodes:
+        return False
+    if entry.memory is not None and entry.memory != facts.memory:
+        return False
+    if entry.graph is not None and facts.graph is not None and entry.graph != facts.graph:
+        return False
+    if (entry.kind, entry.op) != (facts.kind, facts.op):
+        return False
+    if facts.size is None or not entry.size_min <= facts.size <= entry.size_max:
+        return False
+    if entry.kind == "collective" and entry.env != facts.env:
+        return False
+    if entry.nccl and facts.nccl and not _same_version(facts.nccl, entry.nccl):
+        return False
+    return not (entry.nvls is not None and facts.nvls is not None and entry.nvls != facts.nvls)
+
+
+def _same_version(version: str, prefix: str) -> bool:
+    return version == prefix or version.startswith(prefix + ".")
+
+
+def _rank(entry: Entry) -> tuple[int, int]:
+    # Site first, then gpulane's measured runs, then published figures, then thresholds;
+    # within one origin the narrowest size band.
+    return (ORIGINS.index(entry.origin), entry.size_max - entry.size_min)
+
+
+@dataclass(frozen=True)
+class Judgement:
+    value: float
+    unit: str
+    status: str  # normal, below, above, meets, short, none
+    facts: Facts
+    entry: Entry | None
+    also: int = 0  # further entries that hold
+
+    @property
+    def judged(self) -> bool:
+        return self.entry is not None
+
+    def text(self) -> str:
+        v = f"{self.value:.3g} {self.unit}" if self.value < 100 else f"{self.value:.0f} {self.unit}"
+        e = self.entry
+        if e is None:
+            return f"{v}: no reference for {self.facts.machine()}"
+        runs = f", {e.runs} run{'s' if e.runs != 1 else ''}" if e.runs else ""
+        notes = []
+        if e.nccl and not self.facts.nccl:
+            notes.append("the rows do not name their NCCL version")
+        if e.nvls is not None and self.facts.nvls is None:
+            notes.append("the rows do not say whether NVLS was on")
+        note = f"; {'; '.join(notes)}" if notes else ""
+        also = f"; {self.also} more in `gpulane reference list`" if self.also else ""
+        if e.high is None:
+            word = "meets" if self.status == MEETS else "is BELOW"
+            return (
+                f"{v}, {word} the {e.source} threshold for {e.machine()} "
+                f"(≥ {e.low:g} {self.unit} at {e.band()}; {e.cite}{note}){also}"
+            )
+        word = {NORMAL: "normal", BELOW: "BELOW normal", ABOVE: "above normal"}[self.status]
+        return (
+            f"{v}, {word} for {e.machine()} ({e.low:g}–{e.high:g} at {e.band()}{runs}; "
+            f"{e.source}: {e.cite}{note}){also}"
+        )
+
+
+def judge(value: float, facts: Facts, table: ReferenceTable, metric: str) -> Judgement:
+    unit = UNITS.get(metric, "")
+    found = sorted(
+        (e for e in table.entries if e.metric == metric and matches(e, facts)), key=_rank
+    )
+    if not found:
+        return Judgement(value, unit, NONE, facts, None)
+    e = found[0]
+    if e.high is None:
+        status = MEETS if value >= e.low else SHORT
+    else:
+        status = NORMAL if e.low <= value <= e.high else BELOW if value < e.low else ABOVE
+    return Judgement(value, unit, status, facts, e, also=len(found) - 1)
+
+
+def judge_frame(
+    frame: pd.DataFrame, table: ReferenceTable, by: tuple[str, ...] = ("run_id",)
+) -> list[tuple[dict[str, Any], Judgement]]:
+    """One judgement per figure (rows of one run, figure and path; in-place and
+    out-of-place rows together, their median), in the frame's order."""
+    out: list[tuple[dict[str, Any], Judgement]] = []
+    if frame.empty:
+        return out
+    ok = frame[(frame["status"] == "ok") & frame["kind"].isin(list(METRIC_OF_KIND))]
+    keys = [*by, "build", "kind", "op", "world_size", "nodes", "path", "graph", "size_bytes"]
+    keys = [k for k in keys if k in ok.columns]
+    for _, group in ok.groupby([ok[k].astype(str) for k in keys], sort=False, dropna=False):
+        first = {str(k): v for k, v in group.iloc[0].to_dict().items()}
+        metric = METRIC_OF_KIND[str(first["kind"])]
+        values = pd.to_numeric(group[metric], errors="coerce").dropna()
+        if values.empty or first["kind"] == "tokens":
+            continue
+        value = float(values.median())
+        if not math.isfinite(value):
+            continue
+        out.append((first, judge(value, facts_of(first), table, metric)))
+    return out

@@ -1,0 +1,190 @@
+"""Reference matching: a figure is judged only against an entry for its own machine."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from gpulane.analysis.reference import ReferenceTable, facts_of, judge, reference_lines
+from gpulane.analysis.reference.table import read_table, shipped_tables
+from gpulane.analysis.store import frame_from_rows
+from gpulane.record import Row
+
+ROOT = Path(__file__).resolve().parents[3]
+GIB = 1 << 30
+
+TABLE = [
+    {
+        "gpu": ["NVIDIA H200"],
+        "path": "NV18",
+        "world_size": 4,
+        "op": "all_reduce",
+        "size_min": "1G",
+        "size_max": "4G",
+        "low": 345,
+        "high": 365,
+        "nccl": "2.28",
+        "nvls": False,
+        "runs": 3,
+        "source": "test runs",
+        "cite": "tests/here",
+    },
+    {
+        "gpu": ["NVIDIA H100 80GB HBM3"],
+        "path": "NV18",
+        "world_size": 8,
+        "op": "all_reduce",
+        "size": "16G",
+        "low": 460,
+        "origin": "threshold",
+        "nvls": True,
+        "source": "a health check",
+        "cite": "https://example.org/conf",
+    },
+]
+
+
+@pytest.fixture
+def table(tmp_path: Path) -> ReferenceTable:
+    f = tmp_path / "t.yaml"
+    f.write_text(yaml.safe_dump(TABLE))
+    return ReferenceTable(read_table(f))
+
+
+def row(
+    n: int,
+    busbw: float,
+    gpu: str | None = "NVIDIA H200",
+    size: int = GIB,
+    path: str = "NV18",
+    env: dict[str, str] | None = None,
+    nccl: str | None = "2.28.9",
+    run: str = "r1",
+    build: str = "b",
+) -> dict[str, Any]:
+    versions = {"nccl": nccl} if nccl else {}
+    if gpu:
+        versions["gpu"] = gpu
+    return Row(
+        run_id=run,
+        kind="collective",
+        backend="nccl",
+        op="all_reduce",
+        build=build,
+        world_size=n,
+        size_bytes=size,
+        dtype="float",
+        busbw_gbps=busbw,
+        path=path,
+        env={"NCCL_NVLS_ENABLE": "0"} if env is None else env,
+        versions=versions,
+    ).to_dict()
+
+
+def verdict(r: dict[str, Any], table: ReferenceTable) -> Any:
+    return judge(r["busbw_gbps"], facts_of(r), table, "busbw_gbps")
+
+
+def test_normal_below_above_for_the_same_machine(table: ReferenceTable) -> None:
+    j = verdict(row(4, 353), table)
+    assert j.status == "normal"
+    assert j.text().startswith("353 GB/s, normal for 4× H200 NV18 without NVLS")
+    assert "345–365" in j.text() and "3 runs" in j.text() and "tests/here" in j.text()
+    assert verdict(row(4, 344), table).status == "below"
+    assert "BELOW normal" in verdict(row(4, 344), table).text()
+    assert verdict(row(4, 366), table).status == "above"
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 8])
+def test_other_world_sizes_have_no_reference(table: ReferenceTable, n: int) -> None:
+    j = verdict(row(n, 353), table)
+    assert j.entry is None
+    assert f"no reference for {n}× H200 NV18 all_reduce 1 GiB" in j.text()
+
+
+@pytest.mark.parametrize(
+    ("changes", "why"),
+    [
+        ({"gpu": "NVIDIA H100 80GB HBM3"}, "another GPU model"),
+        ({"gpu": None}, "GPU model unknown"),
+        ({"path": "SYS"}, "another path"),
+        ({"size": 64 << 20}, "a size outside the band"),
+        ({"env": {"NCCL_NVLS_ENABLE": "1"}}, "NVLS on"),
+        ({"env": {"NCCL_NVLS_ENABLE": "0", "NCCL_P2P_DISABLE": "1"}}, "P2P off"),
+        ({"nccl": "2.19.3"}, "another NCCL"),
+    ],
+)
+def test_never_judged_against_another_machine_or_condition(
+    table: ReferenceTable, changes: dict[str, Any], why: str
+) -> None:
+    assert verdict(row(4, 353, **changes), table).entry is None, why
+
+
+def test_unknown_conditions_are_judged_and_said(table: ReferenceTable) -> None:
+    j = verdict(row(4, 353, env={}, nccl=None), table)
+    assert j.status == "normal"
+    assert "do not name their NCCL version" in j.text()
+    assert "do not say whether NVLS was on" in j.text()
+
+
+def test_threshold_meets_and_short(table: ReferenceTable) -> None:
+    on = {"NCCL_NVLS_ENABLE": "1"}
+    big = 16 * GIB
+    meets = verdict(row(8, 470, gpu="NVIDIA H100 80GB HBM3", size=big, env=on), table)
+    assert meets.status == "meets" and "≥ 460" in meets.text()
+    short = verdict(row(8, 430, gpu="NVIDIA H100 80GB HBM3", size=big, env=on), table)
+    assert short.status == "short" and "is BELOW the a health check threshold" in short.text()
+    # the same figure on 8 H200s is not held to the H100 threshold
+    assert verdict(row(8, 430, size=big, env=on), table).entry is None
+
+
+def test_lines_for_mixed_machines(table: ReferenceTable) -> None:
+    rows = [
+        row(4, 353, run="a", build="h200x4"),
+        row(4, 353, gpu="NVIDIA H100 80GB HBM3", run="b", build="h100x4"),
+        row(2, 300, run="c", build="h200x2"),
+        row(1, 10, gpu=None, run="d", build="cpu", path="-"),
+        row(3, 200, run="e", build="h200x3"),
+        row(
+            8,
+            470,
+            gpu="NVIDIA H100 80GB HBM3",
+            size=16 * GIB,
+            run="f",
+            build="h100x8",
+            env={"NCCL_NVLS_ENABLE": "1"},
+        ),
+    ]
+    lines = reference_lines(frame_from_rows(rows), table=table)
+    judged = [ln for ln in lines if "no reference" not in ln]
+    assert len(judged) == 2
+    assert any(
+        ln.startswith("# reference: h200x4 ") and "normal for 4× H200" in ln for ln in judged
+    )
+    assert any(ln.startswith("# reference: h100x8 ") and "meets" in ln for ln in judged)
+    missing = {ln.split()[2] for ln in lines if "no reference" in ln}
+    assert missing == {"h100x4", "h200x2", "cpu", "h200x3"}
+
+
+def test_shipped_tables_read_and_cite() -> None:
+    paths = shipped_tables()
+    assert {p.name for p in paths} >= {"published.yaml", "gpulane-h200x2.yaml"}
+    for p in paths:
+        for e in read_table(p):
+            assert e.source and e.cite
+            if not e.cite.startswith(("http", "DESIGN.md")):
+                assert (ROOT / e.cite).exists(), f"{p.name}: cites {e.cite}, not in the repo"
+
+
+def test_committed_h200_run_is_normal_for_itself() -> None:
+    from gpulane.analysis.store import load_frame
+
+    frame = load_frame(
+        [ROOT / "benchmarks/collectives/h200x2-issue20/runs/20261123-053007-plain-big-9a69"]
+    )
+    frame = frame[(frame["op"] == "all_reduce") & (frame["size_bytes"] == 8 * GIB)]
+    lines = reference_lines(frame, table=ReferenceTable.load())
+    assert len(lines) == 1 and "normal for 2× H200 NV18 without NVLS" in lines[0], lines

@@ -1,0 +1,79 @@
+"""`gpulane reference add`: only accepted runs become a site's reference."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from gpulane.cli import main
+from tests.conftest import fixture_path
+
+RUN = "h200x2/doctor/runs/20261123-053138-nvlink-3e5b"
+
+
+def _run(tmp_path: Path) -> Path:
+    dst = tmp_path / "runs" / "r1"
+    shutil.copytree(fixture_path(RUN), dst)
+    return dst
+
+
+def _accept(run: Path, status: str) -> None:
+    checks = [
+        {"rule": "busbw", "status": status, "basis": "absolute", "subject": "-", "message": ""}
+    ]
+    (run / "accept.json").write_text(json.dumps({"checks": checks}))
+
+
+def test_add_refuses_a_run_never_accepted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = _run(tmp_path)
+    assert main(["reference", "add", str(run)]) == 2
+    assert "no accept.json" in capsys.readouterr().err
+    _accept(run, "fail")
+    assert main(["reference", "add", str(run)]) == 2
+    assert "failed rules (busbw)" in capsys.readouterr().err
+    assert not (run.parent / "reference.yaml").exists()
+
+
+def test_add_then_results_judges_against_the_site(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = _run(tmp_path)
+    _accept(run, "pass")
+    assert main(["reference", "add", str(run)]) == 0
+    site = run.parent / "reference.yaml"
+    assert "5 entries" in capsys.readouterr().out and site.is_file()
+    assert main(["results", str(run.parent), "--size-min", "16M"]) == 0
+    out = capsys.readouterr().out
+    line = next(ln for ln in out.splitlines() if ln.startswith("# reference: nvlink"))
+    assert "normal for 2× H200 NV18 without NVLS" in line and "site runs r1" in line
+    # adding the same run again replaces its entries rather than doubling them
+    assert main(["reference", "add", str(run)]) == 0
+    assert "(5 in all)" in capsys.readouterr().out
+    assert main(["reference", "list", "--results-dir", str(run.parent), "--gpu", "H200"]) == 0
+    assert capsys.readouterr().out.startswith("site ")
+
+
+def test_compare_and_accept_show_the_verdict_on_committed_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    runs = fixture_path("h200x2/doctor/runs")
+    nvlink, pcie = sorted(str(p) for p in runs.iterdir() if "socket" not in p.name)
+    assert main(["compare", nvlink, pcie, "--size-min", "16M"]) == 0
+    out = capsys.readouterr().out
+    assert (
+        "# reference: nvlink all_reduce float 16 MiB in-place: 226 GB/s, normal for 2× H200 NV18"
+        in out
+    )
+    assert (
+        "# reference: pcie-host all_reduce float 16 MiB in-place: 14.9 GB/s, normal for 2× H200 NV18 without NVLS NCCL_P2P_DISABLE=1"
+        in out
+    )
+    main(["accept", "--run", nvlink, "--out", str(tmp_path / "acc")])
+    out = capsys.readouterr().out
+    lines = [ln for ln in out.splitlines() if ln.startswith("# reference: nvlink")]
+    assert len(lines) == 5 and all("tests/fixtures/h200x2/doctor/runs" in ln for ln in lines)
