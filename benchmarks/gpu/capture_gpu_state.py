@@ -40,7 +40,9 @@ def gpu_state(i: int) -> dict[str, Any]:
         "compute_processes": _procs(h, nv.nvmlDeviceGetComputeRunningProcesses),
         "graphics_processes": _procs(h, nv.nvmlDeviceGetGraphicsRunningProcesses),
         "utilization": util if isinstance(util, dict) else {"gpu": util.gpu, "memory": util.memory},
-        "process_utilization": samples if isinstance(samples, dict) else [
+        "process_utilization": samples
+        if isinstance(samples, dict)
+        else [
             {"pid": s.pid, "timeStamp": s.timeStamp, "smUtil": s.smUtil, "memUtil": s.memUtil}
             for s in samples
         ],
