@@ -102,7 +102,10 @@ def test_bad_memory_options_stop_a_torch_run_with_one_line(tmp_path: Path) -> No
         (["backend.memory=nccl"], "backend.memory=nccl needs GPUs (device=cuda)"),
         (["backend.memory=pinned"], "backend.memory: expected torch or nccl, got 'pinned'"),
         # register is a key of backend=nccl only (ncclCommRegister through nccl4py)
-        (["+backend.register=true"], "unknown key 'backend.register' (keys: memory); it is a key of backend=auto, backend=nccl"),
+        (
+            ["+backend.register=true"],
+            "unknown key 'backend.register' (keys: memory); it is a key of backend=auto, backend=nccl",
+        ),
     ):
         args = ["backend=torch", *args]
         out = gpulane(
