@@ -85,6 +85,9 @@ class LogProgress:
         self.last = self.started
         self.done = 0
         self.what = "starting"
+        # The run's own floor (a sweep's estimate): a doubling sweep's last points take
+        # most of its time, so the points' linear rate alone promises too early an end.
+        self.floor_s: float | None = None
 
     def update(self, done: int, what: str, total: int | None = None) -> None:
         if total is not None:
@@ -96,7 +99,10 @@ class LogProgress:
         total = f"/{self.total}" if self.total else ""
         eta = ""
         if self.total and 0 < self.done < self.total:
-            eta = f", ETA {clock(elapsed / self.done * (self.total - self.done))}"
+            left = elapsed / self.done * (self.total - self.done)
+            if self.floor_s is not None:
+                left = max(left, self.floor_s - elapsed)
+            eta = f", ETA {clock(left)}"
         return f"# progress: {self.done}{total} points, {clock(elapsed)} elapsed{eta} ({self.what})"
 
     def tick(self, now: float | None = None) -> None:

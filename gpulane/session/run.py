@@ -141,6 +141,7 @@ class RunSession:
         self.env = env
         self.label = label  # a campaign's element: its lines are prefixed, no table
         self.display = Display(console, progress and label is None, view.total)
+        self.display.log.floor_s = spec.estimate_s
         self.rows = RowTail(run.rows_path)
         self.notes = NoteTail(run.path)
         self.launcher: Launcher | None = None

@@ -47,6 +47,14 @@ def test_log_line_every_interval_with_eta(capsys: pytest.CaptureFixture[str]) ->
     assert "10/10 points" in capsys.readouterr().err
 
 
+def test_eta_never_below_the_runs_floor(capsys: pytest.CaptureFixture[str]) -> None:
+    log = LogProgress(True, total=10, every_s=0.0)
+    log.floor_s = 200.0  # a doubling sweep: the big sizes come last
+    log.update(5, "all_reduce 1 KiB")
+    log.tick(log.started + 20)  # half the points in 20 s, but the floor says 180 s more
+    assert "ETA 0:03:00" in capsys.readouterr().err
+
+
 def test_no_log_line_when_disabled(capsys: pytest.CaptureFixture[str]) -> None:
     log = LogProgress(False, total=4, every_s=0.0)
     log.update(1, "x")
