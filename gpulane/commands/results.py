@@ -185,6 +185,6 @@ def main(argv: list[str]) -> int:
     if args.format == "table" and not args.sql:
         from gpulane.analysis.reference import reference_lines
 
-        for line in reference_lines(shown, (args.paths or ["runs"])[0]):
-            print(line)
+        for ref_line in reference_lines(shown, (args.paths or ["runs"])[0]):
+            print(ref_line)
     return 0
