@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import resource
 import subprocess
 import sys
 import tempfile
@@ -82,14 +83,20 @@ def main() -> int:
             f"seconds={built:.1f}",
         ]
         for rep in range(3):
+            # CPU seconds of the child (every DuckDB thread) say the work whatever the load
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
             t0 = time.perf_counter()
             done = subprocess.run(
                 [sys.executable, "-m", "gpulane", "history", str(root)],
                 capture_output=True, text=True, env={**os.environ, "PYTHONPATH": os.getcwd()},
             )  # fmt: skip
             wall = time.perf_counter() - t0
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
             load = os.getloadavg()[0]
-            lines.append(f"history rep={rep} rc={done.returncode} wall={wall:.2f} load={load:.1f}")
+            lines.append(
+                f"history rep={rep} rc={done.returncode} wall={wall:.2f} load={load:.1f} cpu={cpu:.2f}"
+            )
         out = done.stdout.splitlines()
         lines += [
             ln.replace(str(root), "RUNS")

@@ -8,7 +8,8 @@ Pushgateway push (``push_to_gateway``).
 
 Metric names (base units, as Prometheus wants them):
 
-- ``gpulane_accept_passed{group,build}``: 1 when the accept run passed, else 0;
+- ``gpulane_accept_passed{group,build,verdict}``: 1 when the accept run passed, else 0
+  (an INCOMPLETE or FAIL verdict is 0; ``verdict`` says which);
 - ``gpulane_accept_check_passed{rule,subject,basis,build}``: 1 pass, 0 fail (skipped
   checks are left out: a check that did not run is never a pass);
 - ``gpulane_accept_check_margin_ratio{...}``: (value - threshold) / threshold;
@@ -59,10 +60,14 @@ class DocumentCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         d = self.document
-        passed = _gauge("accept_passed", "1 when gpulane accept passed, else 0", ["group", "build"])
+        passed = _gauge(
+            "accept_passed",
+            "1 when gpulane accept passed, else 0 (verdict: what accept.json says)",
+            ["group", "build", "verdict"],
+        )
         for group, status in sorted(d.accepts.items()):
             build = next((c.build for c in d.checks if c.group == group), "")
-            passed.add_metric([group, build], 1.0 if status == "PASS" else 0.0)
+            passed.add_metric([group, build, status], 1.0 if status == "PASS" else 0.0)
         yield passed
         check = _gauge(
             "accept_check_passed",

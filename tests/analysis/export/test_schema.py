@@ -86,3 +86,14 @@ def test_copy_per_gpu_and_pair_and_token_rates() -> None:
     assert any('pair="GPU0->GPU1"' in ln for ln in copies)
     tokens = [ln for ln in text.splitlines() if ln.startswith("gpulane_tokens_per_second{")]
     assert len(tokens) == 1 and 'tp="2"' in tokens[0] and tokens[0].endswith(" 1234.5")
+
+
+@pytest.mark.parametrize(
+    ("verdict", "value"), [("PASS", "1.0"), ("INCOMPLETE", "0.0"), ("FAIL", "0.0")]
+)
+def test_accept_verdict_as_written(tmp_path: Path, verdict: str, value: str) -> None:
+    checks = [{"rule": "busbw", "status": "pass", "basis": "absolute", "subject": "-"}]
+    (tmp_path / "accept.json").write_text(json.dumps({"status": verdict, "checks": checks}))
+    text = openmetrics(collect(tmp_path))
+    line = next(ln for ln in text.splitlines() if ln.startswith("gpulane_accept_passed{"))
+    assert f'verdict="{verdict}"' in line and line.endswith(f" {value}")
