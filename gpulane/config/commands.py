@@ -34,6 +34,15 @@ class SweepConfig(CommonConfig):
     resume: Any = None
     corrupt_rank: int | None = None
     skip_rank: int | None = None
+    # Localization inside the node (campaigns/localize): pairs, halving or ring measure
+    # the first collective on subsets of the GPUs instead of sweeping sizes.
+    localize: Any = None
+    localize_tolerance: float = 0.8
+    localize_node_failed: bool = False  # set by accept: the node-level check failed
+    # Debugging keys (like corrupt_rank): a real slowdown planted for localization tests.
+    slow_rank: int | None = None
+    slow_pair: Any = None
+    slow_ms: float = 20.0
 
 
 @dataclass
@@ -112,6 +121,12 @@ class SuiteConfig:
     topo_args: list[str] = field(default_factory=list)
     tokens: bool = False
     tokens_overrides: list[str] = field(default_factory=list)
+    # Localization inside the node when a node-level collective check fails (auto),
+    # always, or never; with which pattern (pairs, halving, ring), and more overrides
+    # for its `gpulane sweep localize=...` (campaigns/localize/hook).
+    localize: str = "auto"
+    localize_pattern: str = "pairs"
+    localize_overrides: list[str] = field(default_factory=list)
 
 
 @dataclass
