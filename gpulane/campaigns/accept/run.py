@@ -26,6 +26,7 @@ from gpulane.analysis.store import BASELINES_DIR, load_frame
 from gpulane.campaigns.accept.campaign_checks import campaign_checks
 from gpulane.campaigns.accept.findings import accept_doctor, findings_json
 from gpulane.campaigns.accept.inputs import resolve_baseline, resolve_topology, store_baseline
+from gpulane.campaigns.accept.localize import localize_checks
 from gpulane.campaigns.accept.output import junit_xml, print_verdict
 from gpulane.campaigns.accept.suite import Step, gpu_count, run_suite, step_checks
 from gpulane.config.commands import AcceptConfig
@@ -132,6 +133,12 @@ def run_accept(cfg: AcceptConfig) -> Outcome:
             if s.name == "sweep" and s.rc == RunFailed.exit_code and not s.note:
                 s.note = "the cluster campaign named what the campaign lines say"
     verdict.checks[:0] = step_checks(steps) + campaign
+    if steps and not cfg.run:  # measured here: a failed node-level collective is localized
+        named, step = localize_checks(
+            cfg, paths[0], str(build), verdict.checks, topology, found["findings"], gpus
+        )
+        verdict.checks += named
+        steps += [step] if step is not None else []
     if frame.empty:
         verdict.checks.insert(
             0,

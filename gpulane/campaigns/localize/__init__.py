@@ -4,5 +4,6 @@ patterns) names the GPU or the GPU pair that accounts for it.
 
 ``plan`` (pure: which subsets, and what their figures name), ``rank`` (the job every rank
 runs: the subsets measured as torch.distributed subgroups of one launch), ``evidence``
-(the doctor's findings for the GPUs named), ``hook`` (what `gpulane accept` calls).
+(the pre-flight's and the doctor's words for the GPUs named); `gpulane accept` calls it
+from :mod:`gpulane.campaigns.accept.localize`.
 """

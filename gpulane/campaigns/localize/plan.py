@@ -74,7 +74,9 @@ class Localized:
 def check_pattern(pattern: str) -> str:
     p = str(pattern).strip().lower()
     if p not in PATTERNS:
-        raise InputError(f"localize pattern: expected one of {', '.join(PATTERNS)}, got {pattern!r}")
+        raise InputError(
+            f"localize pattern: expected one of {', '.join(PATTERNS)}, got {pattern!r}"
+        )
     return p
 
 
