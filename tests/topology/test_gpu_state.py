@@ -69,3 +69,20 @@ def test_real_capture_names_the_busy_gpu(path: Path) -> None:
     busy = [s for s in states if s.foreign]
     assert [s.name for s in busy] == ["GPU2"]
     assert busy[0].foreign[0].name and busy[0].foreign[0].used_bytes
+
+
+def test_doctor_names_the_foreign_process_from_a_runs_reading(tmp_path: Path) -> None:
+    from gpulane.analysis.doctor import run_doctor
+    from gpulane.topology.evidence import DoctorFiles, add_run, gather_files
+
+    run = tmp_path / "run"
+    run.mkdir()
+    raw = json.loads(HANDMADE.read_text())
+    (run / GPU_STATE_FILE).write_text(json.dumps({"before": {"own_pids": [11], "raw": raw}}))
+    (run / "rows.jsonl").write_text(json.dumps({"run_id": "r", "kind": "collective"}) + "\n")
+    ev = gather_files(DoctorFiles())
+    add_run(ev, str(run))
+    report = run_doctor(ev, only=["foreign"])
+    (f,) = report.findings
+    assert (f.severity, f.subject) == ("error", "GPU2")
+    assert f.title == "GPU2: in use by another process (pid 1967 (python3, 100 %, 1.9 GiB))"
