@@ -19,6 +19,7 @@ CPUs (gloo) localize a slow "GPU" or "link" through real processes.
 from __future__ import annotations
 
 import json
+import os
 import time
 from typing import Any
 
@@ -29,6 +30,7 @@ from gpulane.collectives.spec import collective, dtype
 from gpulane.config.commands import SweepConfig
 from gpulane.rank import RankContext
 from gpulane.record import Row, RowWriter, shaping_env
+from gpulane.topology.gpu_state import record_gpu_state
 from gpulane.units import parse_size
 
 LOCALIZE_FILE = "localize.json"
@@ -173,6 +175,9 @@ def _localize(cfg: SweepConfig, ctx: RankContext, backend: TorchBackend) -> None
     }
     results = []
     index = 0
+    pids = backend.control.gather(os.getpid())
+    if backend.on_device and pids is not None:  # what else runs on the GPUs, and their clocks
+        record_gpu_state(ctx.run_dir, "before", set(pids))
     for pattern in patterns_of(cfg.localize):
         failed = bool(getattr(cfg, "localize_node_failed", False))
         search = Search(pattern, units, tolerance, failed) if ctx.is_leader else None
