@@ -225,7 +225,7 @@ def _sweep(
     preflight(backend, cfg, points)
     writer = RowWriter(ctx.run_dir) if ctx.is_leader else None
     # Other processes on this run's GPUs (pre-flight read them): on every row.
-    busy = foreign_on_gpus(ctx.run_dir) if writer is not None else {}
+    busy = foreign_on_gpus(ctx.run_dir) if writer is not None else None
     # What NCCL connected, from its own init lines (the communicator exists after preflight).
     nccl = (
         NcclLogs(ctx.run_dir, since=started) if writer and backend.name in NCCL_BACKENDS else None
@@ -294,7 +294,8 @@ def _sweep(
                     "hosts": hosts,
                     **backend.row_extra(),
                     **({"nccl": found} if found else {}),
-                    **({"foreign": busy} if busy else {}),
+                    # {} when NVML read the GPUs and found no other process
+                    **({"foreign": busy} if busy is not None else {}),
                 },
                 status="ok" if wrong == 0 else "error",
                 error=None if wrong == 0 else f"{wrong} wrong elements",

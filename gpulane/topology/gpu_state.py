@@ -248,12 +248,15 @@ def record_gpu_state(run_dir: Path, when: str, own_pids: set[int]) -> dict[str, 
     return busy
 
 
-def foreign_on_gpus(run_dir: Path) -> dict[str, str]:
-    """What ``gpu_state.json`` found before the run: GPU -> its foreign processes in words."""
+def foreign_on_gpus(run_dir: Path) -> dict[str, str] | None:
+    """What ``gpu_state.json`` found before the run: GPU -> its foreign processes in words
+    ({} when NVML read the GPUs and found none; None when they were not read)."""
     try:
         gpus = json.loads((run_dir / GPU_STATE_FILE).read_text())["before"]["gpus"]
     except (OSError, ValueError, KeyError, TypeError):
-        return {}
+        return None
+    if not gpus:
+        return None
     return {g["name"]: g["words"] for g in gpus if g.get("foreign")}
 
 

@@ -12,7 +12,7 @@ WORDS = "GPU2 runs pid 1967 (python3, 100 %, 1.9 GiB)"
 
 
 def rows(gpus: int, busy: dict[str, str] | None, backend: str = "torch-nccl") -> list[dict]:
-    extra = {"foreign": busy} if busy else {}
+    extra = {"foreign": busy} if busy is not None else {}
     return [
         {
             "run_id": "r",
@@ -36,7 +36,7 @@ def lines(frame_rows: list[dict]):
 
 @pytest.mark.parametrize("gpus", [1, 2, 3, 4, 8])
 def test_quiet_gpus_pass(gpus: int) -> None:
-    assert [s for s, _, _ in lines(rows(gpus, None))] == [PASS]
+    assert [s for s, _, _ in lines(rows(gpus, {}))] == [PASS]
 
 
 @pytest.mark.parametrize("gpus", [3, 4, 8])
@@ -50,11 +50,13 @@ def test_each_busy_gpu_fails_with_its_process(gpus: int) -> None:
 
 def test_mixed_machines_name_the_host() -> None:
     a = rows(4, {"GPU2": WORDS})
-    b = rows(8, None)
+    b = rows(8, {})
     b[0]["host"] = "other"
     got = lines(a + b)
     assert [(s, subj) for s, subj, _ in got] == [(FAIL, "vm:GPU2")]
 
 
-def test_cpu_rows_say_nothing_and_do_not_pass() -> None:
+def test_rows_that_never_read_the_gpus_do_not_pass() -> None:
+    # CPU rows, or GPU rows from before the reading existed: a check that did not run
     assert [s for s, _, _ in lines(rows(2, None, backend="torch-gloo"))] == [SKIP]
+    assert [s for s, _, _ in lines(rows(4, None))] == [SKIP]
