@@ -26,7 +26,7 @@ from gpulane.analysis.store import BASELINES_DIR, load_frame
 from gpulane.campaigns.accept.campaign_checks import campaign_checks
 from gpulane.campaigns.accept.findings import accept_doctor, findings_json
 from gpulane.campaigns.accept.inputs import resolve_baseline, resolve_topology, store_baseline
-from gpulane.campaigns.accept.localize import localize_checks
+from gpulane.campaigns.accept.localize import localize_checks, mode_of
 from gpulane.campaigns.accept.output import junit_xml, print_verdict
 from gpulane.campaigns.accept.suite import Step, gpu_count, run_suite, step_checks
 from gpulane.config.commands import AcceptConfig
@@ -88,6 +88,7 @@ def run_accept(cfg: AcceptConfig) -> Outcome:
         raise InputError("rules: expected a rule set (rules=default, nvlink or pcie)")
     rules_spec: dict[str, Any] = {str(k): v for k, v in raw_rules.items()}
     load_rules(rules_spec)  # a bad rule is an input error before anything is measured
+    mode_of(cfg)  # so is a bad suite.localize or suite.localize_pattern
     baseline, baseline_src, store_as = resolve_baseline(cfg.baseline, results_dir)
     # A topology given (a file, live) is read now: bad input before anything is measured.
     # Only topology=auto waits for the rows, to find the topology.json beside them.

@@ -126,3 +126,13 @@ def test_accept_localizes_a_slow_rank_on_cpu(tmp_path: Path) -> None:
     assert "localized to GPU2 (halving" in lines[0]["message"]
     assert [s["name"] for s in doc["steps"]][-1] == "localize"
     assert "localized to GPU2" in p.stdout
+
+
+def test_bad_localize_settings_stop_before_anything_is_measured(tmp_path: Path) -> None:
+    for key, words in (
+        ("suite.localize=sometimes", "suite.localize: expected one of auto, always, never"),
+        ("suite.localize_pattern=bisect", "localize pattern: expected one of pairs"),
+    ):
+        p = gpulane("accept", f"results_dir={tmp_path}", key, cwd=tmp_path)
+        assert p.returncode == 2 and words in p.stderr, p.stderr
+        assert "Traceback" not in p.stderr and not list(tmp_path.glob("*/rows.jsonl"))
