@@ -250,12 +250,18 @@ def _row(
         time_us=seconds * 1e6,
         algbw_gbps=alg,
         busbw_gbps=fig if len(members) > 1 else None,
-        path=base["path"](members) if len(members) > 1 else None,
+        # The label goes in extra, not in ``path``: rules select rows by path, and a
+        # subset's figure is evidence for localization, not a figure of the machine.
+        path=None,
         source="measured",
         env=base["env"],
         versions=base["versions"],
         extra={
-            "localize": {"pattern": pattern, "subset": subset},
+            "localize": {
+                "pattern": pattern,
+                "subset": subset,
+                "path": base["path"](members) if len(members) > 1 else None,
+            },
             "launcher": ctx.info.launcher,
         },
         status="ok",
