@@ -163,8 +163,17 @@ def patterns_of(value: Any) -> list[str]:
     return [str(v) for v in value]
 
 
+def unit_names(places: list[tuple[str, int]]) -> list[str]:
+    """A name per rank: ``GPU<local rank>`` on one host, ``host:GPU<local rank>`` across
+    hosts (node x GPU plans)."""
+    if len({h for h, _ in places}) <= 1:
+        return gpu_names(len(places))
+    return [f"{h}:GPU{i}" for h, i in places]
+
+
 def _localize(cfg: SweepConfig, ctx: RankContext, backend: TorchBackend) -> None:
-    units = gpu_names(ctx.world_size)
+    places = backend.control.broadcast(backend.control.gather((ctx.host, ctx.local_rank)))
+    units = unit_names([(str(h), int(i)) for h, i in places])
     tolerance = float(getattr(cfg, "localize_tolerance", 0.8) or 0.8)
     m = _Measurer(cfg, ctx, backend)
     writer = RowWriter(ctx.run_dir) if ctx.is_leader else None

@@ -55,3 +55,15 @@ def test_per_op_time_and_patterns() -> None:
     assert per_op_seconds(per_rank, on_device=False) == 1.5
     assert patterns_of("[pairs,halving]") == ["pairs", "halving"]
     assert patterns_of(["ring"]) == ["ring"]
+
+
+def test_unit_names_one_host_and_several() -> None:
+    from gpulane.campaigns.localize.rank import unit_names
+
+    assert unit_names([("vm", 0), ("vm", 1)]) == ["GPU0", "GPU1"]
+    assert unit_names([("a", 0), ("a", 1), ("b", 0), ("b", 1)]) == [
+        "a:GPU0",
+        "a:GPU1",
+        "b:GPU0",
+        "b:GPU1",
+    ]
