@@ -30,14 +30,23 @@ def gpu_words(run_dirs: Iterable[Path]) -> dict[str, str]:
     return out
 
 
-def doctor_words(findings: Sequence[dict[str, Any]], gpu: str) -> list[str]:
-    """The doctor's findings about ``gpu`` (subject GPU2, or a title that starts with it)."""
+def doctor_words(findings: Sequence[dict[str, Any]], gpu: str, known: str = "") -> list[str]:
+    """The doctor's findings about ``gpu`` (subject GPU2, or a title that starts with it),
+    less those that say again what the NVML words ``known`` say (its foreign processes,
+    its clocks held down)."""
     out = []
     for f in findings:
         subject = str(f.get("subject") or "")
         title = str(f.get("title") or "")
-        if subject == gpu or title.startswith(f"{gpu}:") or title.startswith(f"{gpu} "):
-            out.append(f"doctor [{f.get('severity')}] {title}")
+        if not (subject == gpu or title.startswith(f"{gpu}:") or title.startswith(f"{gpu} ")):
+            continue
+        check = str(f.get("check") or "")
+        if known and (
+            (check == "foreign" and " runs pid " in known)
+            or (check == "clocks" and "clocks held down" in title and "its clocks are" in known)
+        ):
+            continue
+        out.append(f"doctor [{f.get('severity')}] {title}")
     return out
 
 
@@ -47,10 +56,5 @@ def beside(gpus: Sequence[str], states: dict[str, str], findings: Sequence[dict[
     for g in gpus:
         if g in states:
             parts.append(states[g])
-        parts += [w for w in doctor_words(findings, g) if not _said(w, states.get(g, ""))]
+        parts += doctor_words(findings, g, states.get(g, ""))
     return "; ".join(parts)
-
-
-def _said(doctor_line: str, state_words: str) -> bool:
-    """A doctor's clocks finding says again what the NVML words already say."""
-    return "clocks held down" in doctor_line and "its clocks are" in state_words

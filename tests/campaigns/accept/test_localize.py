@@ -61,8 +61,24 @@ STATES = {
     "power cap (695 W of 700 W, 62 C)"
 }
 DOCTOR = [
-    {"severity": "warning", "title": "GPU2: clocks held down (SW Power Cap)", "subject": "GPU2"},
-    {"severity": "warning", "title": "GPU0: persistence mode off", "subject": "GPU0"},
+    {
+        "severity": "warning",
+        "check": "clocks",
+        "title": "GPU2: clocks held down (SW Power Cap)",
+        "subject": "GPU2",
+    },
+    {
+        "severity": "error",
+        "check": "foreign",
+        "title": "GPU2: in use by another process (pid 1967 (python3, 100 %, 1.9 GiB))",
+        "subject": "GPU2",
+    },
+    {
+        "severity": "warning",
+        "check": "persistence",
+        "title": "GPU0: persistence mode off",
+        "subject": "GPU0",
+    },
 ]
 
 
@@ -82,6 +98,7 @@ def test_a_pair_carries_its_path_label_and_both_gpus_evidence() -> None:
     assert "localized to pair GPU0-GPU2 (NV18)" in line.message
     assert "doctor [warning] GPU0: persistence mode off" in line.message
     assert "doctor [warning] GPU2: clocks held down" in line.message
+    assert "doctor [error] GPU2: in use by another process" in line.message
 
 
 def test_nothing_named_is_not_a_pass() -> None:
