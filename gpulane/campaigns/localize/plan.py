@@ -128,6 +128,7 @@ class Search:
         self.rounds = 0
         self.note = ""
         self._halving: Halving | None = None
+        self._crossing: list[str] | None = None  # the set whose cross pairs follow halving
         self._queue: list[list[Subset]] = [[list(self.units)]]  # the whole set first
         n = len(self.units)
         if n == 2:
@@ -146,8 +147,24 @@ class Search:
 
     def batch(self) -> list[Subset]:
         if self._halving is not None:
-            return self._halving.batch()
+            b = self._halving.batch()
+            if b or not self._cross_pairs():
+                return b
         return [list(s) for s in self._queue[0]] if self._queue else []
+
+    def _cross_pairs(self) -> bool:
+        """When halving ends naming a set of 3 or more GPUs (each half fine alone: the slow
+        part is between them), the pairs across its two halves are measured next, so that a
+        slow link between the halves is named as a pair. True when such pairs are queued."""
+        if self._halving is None or self._crossing is not None:
+            return bool(self._queue)
+        h = self._halving.result()
+        self._crossing = list(h.slow) if len(h.slow) >= 3 else []
+        if self._crossing:
+            half = len(self._crossing) // 2
+            left, right = self._crossing[:half], self._crossing[half:]
+            self._queue = plans.disjoint_rounds([[a, b] for a in left for b in right])
+        return bool(self._queue)
 
     def feed(self, figures: Sequence[float]) -> None:
         figs = [float(f) for f in figures]
@@ -155,11 +172,13 @@ class Search:
         if len(figs) != len(batch):
             raise ValueError(f"expected {len(batch)} figures, got {len(figs)}")
         self.steps += [(list(s), f) for s, f in zip(batch, figs, strict=True)]
-        if self._halving is not None:
+        if self._halving is not None and self._crossing is None:
             self._halving.feed(figs)  # it counts its rounds itself
             return
         self.rounds += 1
         self._queue.pop(0)
+        if self._halving is not None:
+            return  # the pairs across a set halving named
         if self.pattern == "halving" and len(self.units) >= 4 and not self._queue:
             # The whole set was measured: the halving search goes on from its figure.
             self._halving = Halving(self.units, tolerance=self.tolerance, first=figs[0])
@@ -177,12 +196,23 @@ class Search:
                 out.gpus = list(h.slow)
             elif len(h.slow) == 2:
                 out.pairs = [(h.slow[0], h.slow[1])]
-            elif h.slow and len(h.slow) < len(self.units):
-                out.sets = [list(h.slow)]
             elif h.slow:
-                # Every half is fine apart: no GPU or pair accounts for it on its own (the
-                # whole set's figure is not comparable with its halves' by itself).
-                out.note = "no GPU or pair is slow on its own; the halves are fine apart"
+                cross = [
+                    (st, f)
+                    for st, f in self.steps
+                    if len(st) == 2
+                    and self._crossing
+                    and st[0] in self._crossing
+                    and st[1] in self._crossing
+                ]
+                gpus, pairs, _ = judge_pairs(self._crossing or [], cross, self.tolerance)
+                out.gpus, out.pairs = gpus, pairs
+                if not (gpus or pairs) and len(h.slow) < len(self.units):
+                    out.sets = [list(h.slow)]
+                elif not (gpus or pairs):
+                    # Every half and every pair across them is fine: no GPU or pair accounts
+                    # for it on its own (the whole set is not comparable with its halves).
+                    out.note = "no GPU or pair is slow on its own; the halves are fine apart"
             return out
         out.gpus, out.pairs, out.reference = judge_pairs(self.units, self.steps, self.tolerance)
         if len(self.units) == 2 and self.node_failed and not out.gpus:
