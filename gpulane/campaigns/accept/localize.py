@@ -69,11 +69,19 @@ def localize_command(cfg: Any, group: Path, build: str, op: str, gpus: int) -> l
         f"sizes.min={hydra_value(size)}",
         f"sizes.max={hydra_value(size)}",
         f"localize={pattern}",
+        *_preset(cfg),
         *launcher_overrides(cfg.launcher),
         *env,
         *[str(o) for o in suite.sweep_overrides or []],
         *[str(o) for o in getattr(suite, "localize_overrides", None) or []],
     ]
+
+
+def _preset(cfg: Any) -> list[str]:
+    """The suite's preset (NCCL's switches for a build), as its sweep got it."""
+    preset = getattr(cfg, "preset", None)
+    name = getattr(preset, "name", None) if preset is not None else None
+    return [f"preset={name}"] if name not in (None, "none") else []
 
 
 def localize_checks(

@@ -153,3 +153,41 @@ def test_bad_localize_settings_stop_before_anything_is_measured(tmp_path: Path) 
         p = gpulane("accept", f"results_dir={tmp_path}", key, cwd=tmp_path)
         assert p.returncode == 2 and words in p.stderr, p.stderr
         assert "Traceback" not in p.stderr and not list(tmp_path.glob("*/rows.jsonl"))
+
+
+def test_the_localization_runs_like_the_suites_sweep(tmp_path: Path) -> None:
+    from omegaconf import OmegaConf
+
+    from gpulane.campaigns.accept.localize import localize_command
+
+    cfg = OmegaConf.create(
+        {
+            "timeout_s": 300,
+            "env": {"NCCL_DEBUG": "WARN"},
+            "preset": {"name": "socket"},
+            "launcher": {"name": "local"},
+            "suite": {
+                "sizes_max": "auto",
+                "localize": "auto",
+                "localize_pattern": "ring",
+                "sweep_overrides": ["iters=50"],
+                "localize_overrides": ["warmup=2"],
+            },
+        }
+    )
+    cmd = localize_command(cfg, tmp_path, "b", "all_gather", gpus=4)
+    assert cmd[3:] == [
+        "sweep",
+        f"results_dir={tmp_path / 'localize'}",
+        "build=b",
+        "progress=false",
+        "timeout_s=300",
+        "collectives=[all_gather]",
+        "sizes.min=1G",
+        "sizes.max=1G",
+        "localize=ring",
+        "preset=socket",
+        "++env.NCCL_DEBUG=WARN",
+        "iters=50",
+        "warmup=2",
+    ]
