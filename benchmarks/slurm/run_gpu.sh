@@ -1,15 +1,20 @@
 #!/usr/bin/env bash
-# gpulane's Slurm path on the 2 x H200 machine, once (issue 24, item 6): a single-node
-# Slurm with gres/gpu for 2 GPUs, from Debian's packages unpacked into a folder (not over
-# /), then
-#   1. gpulane sweep launcher=slurm launcher.gpus_per_node=2   (and the same sweep with the
-#      local launcher, to compare the rows: they must agree within the machine's noise);
-#   2. gpulane sweep -m launcher=slurm launcher.gpus_per_node=2 preset=nvlink,pcie-host
-#      (a Slurm job array of two elements through hydra-submitit-launcher);
-#   3. srun with 2 tasks: which GPU each task sees (and gpulane's own preflight.json, where
-#      every rank records its device).
+# gpulane's Slurm path on a lent GPU machine (issue 24 item 6, issue 30): a single-node
+# Slurm with gres/gpu for all its GPUs (4 on nvidia-h200-x4 / nvidia-h100-x4; at most
+# GPULANE_SLURM_GPUS, default 4), from Debian's packages unpacked into a folder (not over
+# /), then, one rank per GPU:
+#   1. srun with one task per GPU: which GPU each task sees;
+#   2. gpulane sweep launcher=slurm launcher.gpus_per_node=N, alternated twice with the
+#      same sweep under the local launcher: rows, transport and path labels must agree
+#      (busbw within 10 % at 64 MiB and up);
+#   3. gpulane accept launcher=slurm launcher.gpus_per_node=N suite.localize=always
+#      suite.localize_pattern=halving, and the same accept with the local launcher: the
+#      verdict, the localization (what it names, how many subsets) and the topology must
+#      agree;
+#   4. (GPULANE_SLURM_ARRAY=1 only) gpulane sweep -m ... preset=nvlink,pcie-host, a job
+#      array of two elements through hydra-submitit-launcher.
 # Everything lands in $OUT (or the first argument): steps.log, each step's output, the
-# rows, the comparison table, the Slurm configuration and daemon logs.
+# rows, compare.md, the Slurm configuration and daemon logs. About 5 minutes on 4x H200.
 #
 # Usage on the GPU machine, from the repository root:
 #   benchmarks/slurm/run_gpu.sh [OUTDIR] [DEBDIR]      # DEBDIR default: .debs
@@ -21,16 +26,17 @@
 #     libmunge2 libhwloc15 libjson-c5 liblua5.1-0 liblz4-1 libnuma1 libyaml-0-2
 # (all amd64, about 6 MB; `apt-get download` fetches the machine's own architecture, and
 # this machine is amd64: `dpkg --print-architecture`). Then a `run` call carries them:
-#   run(command="benchmarks/slurm/run_gpu.sh", carry=[".debs", ".whl"])
+#   run(command="benchmarks/slurm/run_gpu.sh /tmp/out", carry=[".debs", ".whl"],
+#       kind="nvidia-h200-x4")
 # together with .whl/ (hydra-core, omegaconf, antlr4, submitit, cloudpickle for Python
 # 3.12; benchmarks/gpu/env.sh installs them). The C library and the other base libraries
 # are not carried: the packages' libraries go first on LD_LIBRARY_PATH, and a library the
 # host lacks is named by `ldd` in steps.log before anything starts.
 #
 # GPULANE_SLURM_NOGPU=1 tries the packages without GPUs (no gres; stops after one srun):
-# how the unpacked Slurm was checked on the CPU machine before the GPU run.
+# how the unpacked Slurm is checked on the CPU machine before the GPU run.
 #
-# Exit status: 0 when every step ran and the Slurm rows agree with the local ones;
+# Exit status: 0 when every step ran and the Slurm results agree with the local ones;
 # otherwise 1, with what stopped it in steps.log.
 set -u -o pipefail
 
@@ -92,8 +98,9 @@ if [ "$NOGPU" = 1 ]; then
   NGPU=0
 else
   NGPU=$(nvidia-smi -L | grep -c '^GPU ')
-  [ "$NGPU" -ge 2 ] || fail "nvidia-smi sees $NGPU GPU(s); this needs 2"
-  NGPU=2
+  [ "$NGPU" -ge 2 ] || fail "nvidia-smi sees $NGPU GPU(s); this needs at least 2"
+  WANT=${GPULANE_SLURM_GPUS:-4}
+  [ "$NGPU" -gt "$WANT" ] && NGPU=$WANT
 fi
 dd if=/dev/urandom of="$WORK/munge/munge.key" bs=1 count=1024 status=none
 chmod 700 "$WORK/munge"
@@ -202,58 +209,35 @@ if [ "$NOGPU" = 1 ]; then
 fi
 
 # --- 3. each task its own GPU ----------------------------------------------------------
-run srun-gpus 120 srun -N1 -n2 --gpus-per-node=2 bash -c \
+run srun-gpus 120 srun -N1 -n"$NGPU" --gpus-per-node="$NGPU" bash -c \
   'echo "task $SLURM_PROCID local $SLURM_LOCALID CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES"; nvidia-smi -L'
 
-# --- 4. the same sweep under Slurm and locally ------------------------------------------
+# --- 4. the same sweep under Slurm and locally, one rank per GPU ------------------------
 RUNS=$OUT/runs
+SLURM=(launcher=slurm "launcher.gpus_per_node=$NGPU" launcher.poll_s=1)
 SWEEP=(collectives=[all_reduce,all_gather] sizes.min=8 sizes.max=1G warmup=5 iters=20 progress=false)
-for k in 1 2 3; do # alternated three times: one run each proves nothing below 1 MiB
-  run "slurm-$k" 600 gpulane sweep launcher=slurm launcher.gpus_per_node=2 launcher.poll_s=1 \
-    "${SWEEP[@]}" results_dir="$RUNS/slurm" build=slurm || ok=1
-  run "local-$k" 600 gpulane sweep "${SWEEP[@]}" results_dir="$RUNS/local" build=local || ok=1
+for k in 1 2; do # alternated: the comparison is at 64 MiB and up, where runs agree
+  run "slurm-$k" 300 gpulane sweep "${SLURM[@]}" "${SWEEP[@]}" results_dir="$RUNS/slurm" build=slurm || ok=1
+  run "local-$k" 300 gpulane sweep "ranks=$NGPU" "${SWEEP[@]}" results_dir="$RUNS/local" build=local || ok=1
 done
 for f in "$RUNS"/slurm/*/preflight.json; do cp "$f" "$OUT/preflight-$(basename "$(dirname "$f")").json"; done
 
-# --- 5. a job array over presets --------------------------------------------------------
-run array 900 gpulane sweep -m launcher=slurm launcher.gpus_per_node=2 launcher.poll_s=1 \
-  preset=nvlink,pcie-host "${SWEEP[@]}" results_dir="$RUNS/array" \
-  "hydra.sweep.dir=$RUNS/array/multirun" || ok=1
+# --- 5. accept under Slurm and locally, localization included ---------------------------
+ACCEPT=(suite.copy=false suite.localize=always suite.localize_pattern=halving html=false)
+run accept-slurm 300 gpulane accept "${SLURM[@]}" "${ACCEPT[@]}" results_dir="$RUNS/accept-slurm" build=slurm
+run accept-local 300 gpulane accept "${ACCEPT[@]}" results_dir="$RUNS/accept-local" build=local
 
-# --- 6. the rows compared ---------------------------------------------------------------
-python3 - "$RUNS" >"$OUT/compare.md" 2>&1 <<'EOF' || ok=1
-import json, statistics, sys
-from pathlib import Path
-runs = Path(sys.argv[1])
+# --- 6. a job array over presets (optional) ---------------------------------------------
+if [ "${GPULANE_SLURM_ARRAY:-0}" = 1 ]; then
+  run array 600 gpulane sweep -m "${SLURM[@]}" preset=nvlink,pcie-host "${SWEEP[@]}" \
+    results_dir="$RUNS/array" "hydra.sweep.dir=$RUNS/array/multirun" || ok=1
+fi
 
-def figures(where):
-    by = {}
-    for rows in sorted((runs / where).glob("*/rows.jsonl")):
-        for line in rows.read_text().splitlines():
-            r = json.loads(line)
-            if r.get("status") == "ok" and r.get("busbw_gbps") is not None:
-                key = (r["op"], r["size_bytes"], r["in_place"], r.get("build"))
-                by.setdefault(key[:3], []).append(r["busbw_gbps"])
-    return {k: statistics.median(v) for k, v in by.items()}
+# --- 7. the rows, transports, labels, verdicts and localizations compared ----------------
+python3 benchmarks/slurm/compare_gpu.py "$RUNS" >"$OUT/compare.md" 2>&1 || ok=1
+tail -8 "$OUT/compare.md" | tee -a "$OUT/steps.log"
 
-slurm, local = figures("slurm"), figures("local")
-print("| op | size | in place | slurm busbw (GB/s) | local busbw (GB/s) | slurm/local |")
-print("|---|---|---|---|---|---|")
-worst = 1.0
-for key in sorted(set(slurm) & set(local)):
-    op, size, ip = key
-    ratio = slurm[key] / local[key] if local[key] else float("nan")
-    if size >= 64 << 20:
-        worst = min(worst, ratio, 1 / ratio if ratio else 0)
-    print(f"| {op} | {size} | {ip} | {slurm[key]:.4g} | {local[key]:.4g} | {ratio:.3f} |")
-arrays = sorted((runs / "array").glob("*/rows.jsonl"))
-print(f"\njob array: {len(arrays)} run directories with rows")
-print(f"\nworst slurm/local ratio at 64 MiB and more (median of 3 runs each): {worst:.3f}")
-sys.exit(0 if worst > 0.9 and len(arrays) == 2 else 1)
-EOF
-cat "$OUT/compare.md" | tail -3 | tee -a "$OUT/steps.log"
-
-# --- 7. stop what this script started ---------------------------------------------------
+# --- 8. stop what this script started ---------------------------------------------------
 stop_daemons
 echo "=== outcome: $([ $ok = 0 ] && echo 'every step ran; Slurm rows match the local ones' || echo 'see steps.log')" | tee -a "$OUT/steps.log"
 exit $ok

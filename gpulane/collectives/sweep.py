@@ -18,6 +18,7 @@ from gpulane.errors import InputError
 from gpulane.preflight import check_world, rank_facts
 from gpulane.rank import RankContext
 from gpulane.record import Row, RowWriter, shaping_env
+from gpulane.topology.gpu_state import foreign_on_gpus, own_pids_of, record_gpu_state
 from gpulane.topology.nccl_logs import NcclLogs
 
 # backend config name -> class implementing gpulane.collectives.backends.base.Backend
@@ -141,6 +142,8 @@ def _check_world(
             ranks = cfg.ranks
             expected = ranks if isinstance(ranks, int) else cfg.world_size
             check_world(everyone, expected, ctx.run_dir)
+            if backend.on_device:  # pre-flight: what else runs on the GPUs, and their clocks
+                record_gpu_state(ctx.run_dir, "before", own_pids_of(everyone))
         except InputError as err:
             problem = str(err)
     problem = backend.control.broadcast(problem)
@@ -221,6 +224,8 @@ def _sweep(
     backend.reserve(points)
     preflight(backend, cfg, points)
     writer = RowWriter(ctx.run_dir) if ctx.is_leader else None
+    # Other processes on this run's GPUs (pre-flight read them): on every row.
+    busy = foreign_on_gpus(ctx.run_dir) if writer is not None else None
     # What NCCL connected, from its own init lines (the communicator exists after preflight).
     nccl = (
         NcclLogs(ctx.run_dir, since=started) if writer and backend.name in NCCL_BACKENDS else None
@@ -289,6 +294,8 @@ def _sweep(
                     "hosts": hosts,
                     **backend.row_extra(),
                     **({"nccl": found} if found else {}),
+                    # {} when NVML read the GPUs and found no other process
+                    **({"foreign": busy} if busy is not None else {}),
                 },
                 status="ok" if wrong == 0 else "error",
                 error=None if wrong == 0 else f"{wrong} wrong elements",
@@ -300,3 +307,5 @@ def _sweep(
     backend.control.barrier()
     if writer is not None:
         writer.close()
+        if backend.on_device:
+            record_gpu_state(ctx.run_dir, "after", own_pids_of(facts))

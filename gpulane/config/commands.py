@@ -56,6 +56,21 @@ class SweepConfig(CommonConfig):
     """Self-test: this rank corrupts one received element before each check"""
     skip_rank: int | None = None
     """Self-test: this rank leaves out one collective, so the watchdog must end the run"""
+    # Localization inside the node (campaigns/localize): pairs, halving or ring measure
+    # the first collective on subsets of the GPUs instead of sweeping sizes.
+    localize: Any = None
+    """Measure the first collective on subsets of the GPUs: pairs, halving or ring (docs/localize.md)"""
+    localize_tolerance: float = 0.8
+    """A subset is slow below this fraction of the best subset of its size"""
+    localize_node_failed: bool = False  # set by accept: the node-level check failed
+    """Internal: set by accept when the node-level check failed"""
+    # Debugging keys (like corrupt_rank): a real slowdown planted for localization tests.
+    slow_rank: int | None = None
+    """Self-test: this rank sleeps slow_ms before each operation"""
+    slow_pair: Any = None
+    """Self-test: these two ranks sleep slow_ms before each operation they share"""
+    slow_ms: float = 20.0
+    """Self-test: the planted delay in milliseconds"""
 
 
 @dataclass
@@ -195,6 +210,15 @@ class SuiteConfig:
     """Also run gpulane tokens"""
     tokens_overrides: list[str] = field(default_factory=list)
     """gpulane tokens overrides of the suite"""
+    # Localization inside the node when a node-level collective check fails (auto),
+    # always, or never; with which pattern (pairs, halving, ring), and more overrides
+    # for its `gpulane sweep localize=...` (campaigns/localize/hook).
+    localize: str = "auto"
+    """Find the GPU or pair behind a failed collective check: auto (on a failure), always or never"""
+    localize_pattern: str = "pairs"
+    """Subsets measured to localize: pairs, halving or ring"""
+    localize_overrides: list[str] = field(default_factory=list)
+    """More gpulane sweep overrides for the localization run"""
 
 
 @dataclass

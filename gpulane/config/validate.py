@@ -62,10 +62,11 @@ def check(cfg: CommonConfig) -> None:
             raise InputError(
                 f"torch_overhead: expected auto, true or false, got {cfg.torch_overhead!r}"
             )
-        for key in ("corrupt_rank", "skip_rank"):
+        for key in ("corrupt_rank", "skip_rank", "slow_rank"):
             value = getattr(cfg, key)
             if value is not None:
                 whole(value, key, 0)
+        check_localize(cfg)
     if isinstance(cfg, TokensConfig):
         auto_or_whole(cfg.tp, "tp")
         whole(cfg.pp, "pp", 1)
@@ -80,6 +81,36 @@ def check(cfg: CommonConfig) -> None:
         whole(cfg.samples, "samples", 1)
         whole(cfg.warmup, "warmup", 0)
         whole(cfg.max_reps, "max_reps", 1)
+
+
+LOCALIZE_PATTERNS = ("pairs", "halving", "ring")
+
+
+def check_localize(cfg: SweepConfig) -> None:
+    """localize=pairs|halving|ring (or none), its tolerance, the planted slowdown."""
+    value = cfg.localize
+    names = [value] if value is None or isinstance(value, (str, bool)) else list(value)
+    for pattern in names:
+        text = str(pattern).strip("[] ").lower() if pattern not in (None, False) else "none"
+        if any(p.strip() not in (*LOCALIZE_PATTERNS, "none", "") for p in text.split(",")):
+            raise InputError(
+                f"localize: expected {', '.join(LOCALIZE_PATTERNS)} (or a list of them) or "
+                f"none, got {value!r}"
+            )
+    if not 0 < float(cfg.localize_tolerance) <= 1:
+        raise InputError(
+            f"localize_tolerance: expected a fraction in (0, 1], got {cfg.localize_tolerance!r}"
+        )
+    if cfg.slow_pair is not None:
+        pair = cfg.slow_pair if isinstance(cfg.slow_pair, (list, tuple)) else None
+        if pair is None or len(pair) != 2:
+            pair = list(cfg.slow_pair) if not isinstance(cfg.slow_pair, str) else []
+        if len(pair) != 2 or pair[0] == pair[1]:
+            raise InputError(f"slow_pair: expected two ranks [a,b], got {cfg.slow_pair!r}")
+        for v in pair:
+            whole(v, "slow_pair", 0)
+    if float(cfg.slow_ms) < 0:
+        raise InputError(f"slow_ms: expected milliseconds >= 0, got {cfg.slow_ms!r}")
 
 
 CHOICES = {

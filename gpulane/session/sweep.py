@@ -36,6 +36,12 @@ from gpulane.session.sweep_checks import check_front, check_inputs, check_placem
 from gpulane.session.world import local_gpus
 
 JOB = "gpulane.collectives.sweep:run_rank"
+# localize=pairs|halving|ring: subsets of the GPUs instead of a sweep (campaigns/localize)
+LOCALIZE_JOB = "gpulane.campaigns.localize.rank:run_rank"
+
+
+def job_of(cfg: SweepConfig) -> str:
+    return LOCALIZE_JOB if cfg.localize not in (None, "", "none", False) else JOB
 
 
 def resolve_world(cfg: SweepConfig) -> tuple[int, str]:
@@ -103,7 +109,7 @@ def run_sweep(cfg: SweepConfig) -> int:
         # The GPUs are on the compute nodes, not here: the ranks resolve the world.
         run = make_run_dir(cfg)
         with discarded_on_bad_input(run):
-            return run_slurm(cfg, run, env, JOB)
+            return run_slurm(cfg, run, env, job_of(cfg))
     ranks, device = resolve_world(cfg)
     check_preset(cfg, device)
     cfg, line = choose_backend(cfg, device)
@@ -115,7 +121,9 @@ def run_sweep(cfg: SweepConfig) -> int:
     run = make_run_dir(cfg)
     with discarded_on_bad_input(run):
         saved = save_config(cfg, run, world_size=ranks, device=device, nodes=1)
-        return launch_job(saved, run, env, JOB, ranks, device, launcher, [line] if line else None)
+        return launch_job(
+            saved, run, env, job_of(cfg), ranks, device, launcher, [line] if line else None
+        )
 
 
 def launch_job(

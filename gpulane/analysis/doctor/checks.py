@@ -65,6 +65,12 @@ CHECKS: dict[str, DoctorCheck] = {
         ("smi",),
         "clock event (throttle) reasons and a lowered power limit (nvidia-smi -q)",
     ),
+    "foreign": DoctorCheck(
+        gpus.check_foreign,
+        "gpu",
+        ("smi", "rows"),
+        "other processes on the GPUs: pid, name, memory, SM utilization (NVML)",
+    ),
     "persistence": DoctorCheck(
         gpus.check_persistence, "gpu", ("smi",), "persistence mode (nvidia-smi -q)"
     ),

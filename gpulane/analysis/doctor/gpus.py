@@ -1,13 +1,18 @@
 """The GPUs themselves: persistence mode, clock and power throttling, ECC and Xid errors,
-NVLink error counters (``nvidia-smi -q``, ``nvidia-smi nvlink -e``, the kernel log)."""
+NVLink error counters (``nvidia-smi -q``, ``nvidia-smi nvlink -e``, the kernel log), and
+other processes on them (NVML: the run's gpu_state.json, or read now)."""
 
 from __future__ import annotations
 
+import json
+import os
 import re
+from pathlib import Path
 
 from gpulane.analysis.doctor.model import Finding, NotRun
 from gpulane.topology.evidence import Evidence
 from gpulane.topology.evidence.kernel import HARDWARE_XIDS
+from gpulane.topology.gpu_state import GPU_STATE_FILE, GpuState, capture, gpu_states
 from gpulane.topology.smi_query import SmiGpu
 
 # Clock event reasons (older drivers: "Clocks Throttle Reasons") and how bad each is.
@@ -206,6 +211,54 @@ def check_nvlink_errors(ev: Evidence) -> list[Finding]:
                 "they grow, reseat or replace the NVLink bridge/baseboard and check "
                 "`nvidia-smi nvlink -s` for links down",
                 f"GPU{gpu.index}",
+            )
+        )
+    return out
+
+
+def _foreign_states(ev: Evidence) -> list[GpuState]:
+    """The GPUs' states as the run saw them (its gpu_state.json, the ranks left out), or
+    read from NVML now on a live machine (this process left out)."""
+    if ev.run_dir and Path(ev.run_dir).is_dir():
+        states: dict[str, GpuState] = {}
+        for path in sorted(Path(ev.run_dir).rglob(GPU_STATE_FILE)):
+            try:
+                before = json.loads(path.read_text()).get("before") or {}
+            except (OSError, ValueError, AttributeError):
+                continue
+            for s in gpu_states(before.get("raw") or {}, set(before.get("own_pids") or [])):
+                if s.foreign or s.name not in states:
+                    states[s.name] = s
+        if states:
+            return list(states.values())
+    if ev.live:
+        raw = capture()
+        if raw.get("gpus"):
+            return gpu_states(raw, {os.getpid()})
+        raise NotRun(str(raw.get("error") or "NVML read no GPU"))
+    raise NotRun("no NVML reading: run on the GPU machine, or give a run with gpu_state.json")
+
+
+def check_foreign(ev: Evidence) -> list[Finding]:
+    """Other processes on the GPUs: pid, name, memory and SM utilization (NVML)."""
+    out = []
+    for s in _foreign_states(ev):
+        if not s.foreign:
+            continue
+        computing = any(p.sm_util is None or p.sm_util >= 10 for p in s.foreign)
+        out.append(
+            Finding(
+                "error" if computing else "warning",
+                "foreign",
+                f"{s.name}: in use by another process ({', '.join(p.words() for p in s.foreign)})",
+                s.words(),
+                "another process shares the GPU's SMs, memory bandwidth and power budget: "
+                "collectives and copies measured beside it describe a shared GPU, and the GPU "
+                "is slow in every subset it is in",
+                "find who runs it (`ps -o user,etime,cmd -p PID`), stop it or wait for it, then "
+                "measure again; a job scheduler that placed two jobs on one GPU needs "
+                "exclusive mode (`nvidia-smi -c EXCLUSIVE_PROCESS`) or a gres fix",
+                s.name,
             )
         )
     return out

@@ -10,6 +10,7 @@ baseline (``gpulane doctor``'s findings, say) reaches the check through
 from __future__ import annotations
 
 from gpulane.analysis.rules.doctor_checks import check_doctor
+from gpulane.analysis.rules.foreign_checks import check_no_foreign
 from gpulane.analysis.rules.model import CheckSpec
 from gpulane.analysis.rules.row_checks import check_no_wrong, check_status_ok
 from gpulane.analysis.rules.threshold import check_max, check_min
@@ -82,6 +83,12 @@ CHECKS: dict[str, CheckSpec] = {
         needs=("doctor",),
         threshold="pass when gpulane doctor found nothing of severity fail_on (error) or worse",
         keys=("fail_on",),
+    ),
+    "no_foreign": CheckSpec(
+        run=check_no_foreign,
+        needs=("rows",),
+        threshold="pass when no other process used a GPU of the run (pre-flight, NVML: the "
+        "rows' extra.foreign); each GPU another process used fails, naming the process",
     ),
 }
 

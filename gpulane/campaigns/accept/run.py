@@ -35,6 +35,7 @@ from gpulane.campaigns.accept.inputs import (
     resolve_topology,
     store_baseline,
 )
+from gpulane.campaigns.accept.localize import localize_checks, mode_of
 from gpulane.campaigns.accept.output import junit_xml, print_verdict
 from gpulane.campaigns.accept.suite import Step, gpu_count, run_suite, step_checks
 from gpulane.config.commands import AcceptConfig
@@ -127,6 +128,7 @@ def run_accept(cfg: AcceptConfig) -> Outcome:
         )
     base_root = baselines_dir(cfg.results_dir, cfg.run)
     baseline, baseline_src = resolve_baseline(cfg.baseline, base_root)
+    mode_of(cfg)  # so is a bad suite.localize or suite.localize_pattern
     # A topology given (a file, live) is read now: bad input before anything is measured.
     # Only topology=auto waits for the rows, to find the topology.json beside them.
     given = None if str(cfg.topology or "auto") == "auto" else resolve_topology(cfg.topology, [])
@@ -177,6 +179,12 @@ def run_accept(cfg: AcceptConfig) -> Outcome:
             if s.name == "sweep" and s.rc == RunFailed.exit_code and not s.note:
                 s.note = "the cluster campaign named what the campaign lines say"
     verdict.checks[:0] = step_checks(steps) + campaign
+    if steps and not cfg.run:  # measured here: a failed node-level collective is localized
+        named, step = localize_checks(
+            cfg, paths[0], str(build), verdict.checks, topology, found["findings"], gpus
+        )
+        verdict.checks += named
+        steps += [step] if step is not None else []
     if frame.empty:
         verdict.checks.insert(
             0,

@@ -1,0 +1,265 @@
+"""What else is on each GPU, and how it is clocked: foreign processes, clocks event
+reasons, temperature and power, from NVML (nvidia-ml-py).
+
+:func:`capture` reads NVML into a plain structure (JSON-able: what
+``benchmarks/accept/capture_nvml.py`` dumps on a GPU machine); :func:`gpu_states` is a pure
+function from that structure to :class:`GpuState`, so the reading is tested on captured
+data on machines without a GPU. A process is *foreign* when it is none of the run's own
+ranks (``own_pids``): another user's job, a forgotten notebook, a stuck benchmark.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpulane.rundir import write_note
+
+# Each GPU's other processes, clocks event reasons, temperature and power, before and after.
+GPU_STATE_FILE = "gpu_state.json"
+
+# nvmlClocksEventReason* bits (older bindings: nvmlClocksThrottleReason*) in words, as
+# nvidia-smi -q prints them under "Clocks Event Reasons".
+CLOCK_REASONS = {
+    0x1: "Idle",
+    0x2: "Applications Clocks Setting",
+    0x4: "SW Power Cap",
+    0x8: "HW Slowdown",
+    0x10: "Sync Boost",
+    0x20: "SW Thermal Slowdown",
+    0x40: "HW Thermal Slowdown",
+    0x80: "HW Power Brake Slowdown",
+    0x100: "Display Clock Setting",
+}
+# The reasons that hold a busy GPU's clocks down (Idle and settings are not a slowdown).
+HELD_DOWN = {
+    "SW Power Cap": "held at its power cap",
+    "HW Slowdown": "held down by a hardware slowdown",
+    "SW Thermal Slowdown": "held down by its temperature (software)",
+    "HW Thermal Slowdown": "held down by its temperature (hardware)",
+    "HW Power Brake Slowdown": "held down by the power brake",
+}
+GIB = 1024**3
+
+
+@dataclass
+class Process:
+    pid: int
+    name: str | None
+    used_bytes: int | None
+    sm_util: int | None  # percent, from nvmlDeviceGetProcessUtilization; None when unknown
+
+    def words(self) -> str:
+        parts = [self.name or "?"]
+        if self.sm_util is not None:
+            parts.append(f"{self.sm_util} %")
+        if self.used_bytes is not None:
+            parts.append(f"{self.used_bytes / GIB:.1f} GiB")
+        return f"pid {self.pid} ({', '.join(parts)})"
+
+
+@dataclass
+class GpuState:
+    name: str  # GPU<NVML index>, as nvidia-smi and gpulane topo name it
+    bus_id: str | None = None
+    foreign: list[Process] = field(default_factory=list)
+    reasons: list[str] = field(default_factory=list)
+    util_gpu: int | None = None
+    temperature_c: float | None = None
+    power_w: float | None = None
+    power_limit_w: float | None = None
+    sm_clock_mhz: int | None = None
+    sm_clock_max_mhz: int | None = None
+
+    @property
+    def held_down(self) -> list[str]:
+        return [r for r in self.reasons if r in HELD_DOWN]
+
+    def words(self) -> str:
+        """``GPU2 runs pid 1967 (python3, 100 %, 1.9 GiB) and its clocks are held at its
+        power cap``; empty when there is nothing to say."""
+        said = []
+        if self.foreign:
+            said.append("runs " + ", ".join(p.words() for p in self.foreign))
+        if self.held_down:
+            said.append("its clocks are " + " and ".join(HELD_DOWN[r] for r in self.held_down))
+        if not said:
+            return ""
+        power = ""
+        if self.power_w is not None and self.power_limit_w:
+            power = f" ({self.power_w:.0f} W of {self.power_limit_w:.0f} W"
+            power += f", {self.temperature_c:.0f} C)" if self.temperature_c is not None else ")"
+        return f"{self.name} " + " and ".join(said) + power
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "bus_id": self.bus_id,
+            "foreign": [vars(p) for p in self.foreign],
+            "reasons": self.reasons,
+            "util_gpu": self.util_gpu,
+            "temperature_c": self.temperature_c,
+            "power_w": self.power_w,
+            "power_limit_w": self.power_limit_w,
+            "sm_clock_mhz": self.sm_clock_mhz,
+            "sm_clock_max_mhz": self.sm_clock_max_mhz,
+            "words": self.words(),
+        }
+
+
+def reason_words(mask: int | None) -> list[str]:
+    if not mask:
+        return []
+    return [w for bit, w in CLOCK_REASONS.items() if int(mask) & bit]
+
+
+def _num(v: Any) -> float | None:
+    try:
+        return None if v is None else float(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def gpu_states(capture: dict[str, Any], own_pids: set[int] | None = None) -> list[GpuState]:
+    """:class:`GpuState` per GPU of a :func:`capture`; processes in ``own_pids`` are the
+    run's own and left out."""
+    own = own_pids or set()
+    out = []
+    for g in capture.get("gpus") or []:
+        util = {int(u["pid"]): u.get("sm_util") for u in g.get("process_utilization") or []}
+        names = {int(k): v for k, v in (g.get("process_names") or {}).items()}
+        foreign = []
+        for p in g.get("compute_processes") or []:
+            pid = int(p["pid"])
+            if pid in own:
+                continue
+            sm = util.get(pid)
+            foreign.append(
+                Process(
+                    pid,
+                    names.get(pid) or p.get("name"),
+                    int(p["used_bytes"]) if p.get("used_bytes") is not None else None,
+                    int(sm) if sm is not None else None,
+                )
+            )
+        mw = _num(g.get("power_mw"))
+        limit = _num(g.get("power_limit_mw"))
+        out.append(
+            GpuState(
+                name=f"GPU{int(g['index'])}",
+                bus_id=g.get("bus_id"),
+                foreign=foreign,
+                reasons=reason_words(g.get("clocks_event_reasons")),
+                util_gpu=g.get("util_gpu"),
+                temperature_c=_num(g.get("temperature_c")),
+                power_w=mw / 1e3 if mw is not None else None,
+                power_limit_w=limit / 1e3 if limit is not None else None,
+                sm_clock_mhz=g.get("sm_clock_mhz"),
+                sm_clock_max_mhz=g.get("sm_clock_max_mhz"),
+            )
+        )
+    return out
+
+
+def _try(fn: Any, *args: Any) -> Any:
+    try:
+        return fn(*args)
+    except Exception:
+        return None
+
+
+def _text(v: Any) -> Any:
+    return v.decode(errors="replace") if isinstance(v, bytes) else v
+
+
+def capture(nvml: Any = None, window_s: float = 1.0) -> dict[str, Any]:
+    """NVML's reading of every GPU now, as plain data (empty ``gpus`` without NVML).
+    ``window_s``: how far back nvmlDeviceGetProcessUtilization's samples may go."""
+    if nvml is None:
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+        except Exception as err:
+            return {"gpus": [], "error": f"NVML not available: {err}"}
+        nvml = pynvml
+    since = int((time.time() - window_s) * 1e6)
+    gpus = []
+    for i in range(int(nvml.nvmlDeviceGetCount())):
+        h = nvml.nvmlDeviceGetHandleByIndex(i)
+        pci = _try(nvml.nvmlDeviceGetPciInfo, h)
+        procs = _try(nvml.nvmlDeviceGetComputeRunningProcesses, h) or []
+        samples = _try(nvml.nvmlDeviceGetProcessUtilization, h, since) or []
+        reasons_fn = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or getattr(
+            nvml, "nvmlDeviceGetCurrentClocksThrottleReasons", None
+        )
+        rates = _try(nvml.nvmlDeviceGetUtilizationRates, h)
+        gpus.append(
+            {
+                "index": i,
+                "bus_id": _text(pci.busId) if pci is not None else None,
+                "compute_processes": [
+                    {"pid": int(p.pid), "used_bytes": getattr(p, "usedGpuMemory", None)}
+                    for p in procs
+                ],
+                "process_names": {
+                    str(p.pid): _text(_try(nvml.nvmlSystemGetProcessName, p.pid)) for p in procs
+                },
+                "process_utilization": [
+                    {"pid": int(s.pid), "sm_util": int(s.smUtil), "mem_util": int(s.memUtil)}
+                    for s in samples
+                ],
+                "clocks_event_reasons": _try(reasons_fn, h) if reasons_fn else None,
+                "util_gpu": int(rates.gpu) if rates is not None else None,
+                "temperature_c": _try(nvml.nvmlDeviceGetTemperature, h, 0),
+                "power_mw": _try(nvml.nvmlDeviceGetPowerUsage, h),
+                "power_limit_mw": _try(nvml.nvmlDeviceGetEnforcedPowerLimit, h),
+                "sm_clock_mhz": _try(nvml.nvmlDeviceGetClockInfo, h, 1),
+                "sm_clock_max_mhz": _try(nvml.nvmlDeviceGetMaxClockInfo, h, 1),
+            }
+        )
+    return {"captured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "gpus": gpus}
+
+
+def record_gpu_state(run_dir: Path, when: str, own_pids: set[int]) -> dict[str, str]:
+    """Read this host's GPUs through NVML into ``gpu_state.json`` under ``when`` (before,
+    after); returns, per GPU that another process uses, what it runs in words, and says
+    so in the run's header notes before the run. Nothing without NVML or GPUs; a failure
+    to read is written down, never a reason to stop the run."""
+    try:
+        raw = capture()
+    except Exception as err:
+        raw = {"gpus": [], "error": f"NVML: {err}"}
+    path = run_dir / GPU_STATE_FILE
+    try:
+        saved = json.loads(path.read_text()) if path.exists() else {}
+    except ValueError:
+        saved = {}
+    states = gpu_states(raw, own_pids)
+    saved[when] = {"own_pids": sorted(own_pids), "raw": raw, "gpus": [s.to_json() for s in states]}
+    path.write_text(json.dumps(saved, indent=1, default=str))
+    busy = {s.name: s.words() for s in states if s.foreign}
+    if when == "before":
+        for words in busy.values():
+            write_note(run_dir, f"another process uses a GPU of this run: {words}")
+    return busy
+
+
+def foreign_on_gpus(run_dir: Path) -> dict[str, str] | None:
+    """What ``gpu_state.json`` found before the run: GPU -> its foreign processes in words
+    ({} when NVML read the GPUs and found none; None when they were not read)."""
+    try:
+        gpus = json.loads((run_dir / GPU_STATE_FILE).read_text())["before"]["gpus"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not gpus:
+        return None
+    return {g["name"]: g["words"] for g in gpus if g.get("foreign")}
+
+
+def own_pids_of(facts: list[dict[str, Any]]) -> set[int]:
+    """The ranks' pids from the pre-flight facts (the run's own processes)."""
+    return {int(f["pid"]) for f in facts if f.get("pid")}
