@@ -156,8 +156,9 @@ def test_accept_report_plots_current_against_baseline(builds: Path, tmp_path: Pa
     curves = re.findall(r'<svg id="plot-accept-collective[^"]*".*?</svg>', text, re.S)
     assert curves and any("#cf222e" in svg for svg in curves)
     assert "failing check" in text and "baseline" in words
-    # accept's doctor read the stored rows: the socket build's NCCL switches are findings
-    assert "NCCL_P2P_DISABLE=1 switches a path off" in words
+    # accept's doctor read the stored rows: the socket build's NCCL switches are findings,
+    # noted as the run's own choice (its config.yaml asked for preset=socket)
+    assert "NCCL_P2P_DISABLE=1 was the run's choice" in words
     assert_fits(shown)
 
     # the doctor's findings, as accept.json carries them, beside the rules
