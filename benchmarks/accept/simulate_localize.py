@@ -37,7 +37,10 @@ def fabric(slow_gpu: str | None, slow_pair: tuple[str, str] | None) -> Callable[
 
 
 def named(r: Localized) -> str:
-    return ", ".join([*r.gpus, *(f"{a}-{b}" for a, b in r.pairs), *("+".join(s) for s in r.sets)]) or "-"
+    return (
+        ", ".join([*r.gpus, *(f"{a}-{b}" for a, b in r.pairs), *("+".join(s) for s in r.sets)])
+        or "-"
+    )
 
 
 def line(scope: str, pattern: str, fault: str, r: Localized, extra_s: float = 0.0) -> str:
