@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpulane.errors import ParseError
 from gpulane.rundir import write_note
 
 # Each GPU's other processes, clocks event reasons, temperature and power, before and after.
@@ -123,45 +124,71 @@ def _num(v: Any) -> float | None:
         return None
 
 
+def _listed(value: Any) -> list[Any]:
+    """A list NVML gave, or nothing: a capture records a call that failed as
+    ``{"nvml_error": ...}`` (nvmlDeviceGetProcessUtilization does when no sample is new)."""
+    return value if isinstance(value, list) else []
+
+
 def gpu_states(capture: dict[str, Any], own_pids: set[int] | None = None) -> list[GpuState]:
     """:class:`GpuState` per GPU of a :func:`capture`; processes in ``own_pids`` are the
-    run's own and left out."""
+    run's own and left out. Also reads NVML's own field names (``usedGpuMemory``,
+    ``smUtil``, ``utilization.gpu``, process names beside the GPUs), as a plain dump of
+    the nvml calls (``benchmarks/gpu/capture_gpu_state.py``) records them."""
+    if not isinstance(capture, dict) or not isinstance(capture.get("gpus", []), list):
+        raise ParseError("not an NVML capture: expected an object with a list of gpus")
     own = own_pids or set()
+    top_names = capture.get("process_names") or {}
     out = []
     for g in capture.get("gpus") or []:
-        util = {int(u["pid"]): u.get("sm_util") for u in g.get("process_utilization") or []}
-        names = {int(k): v for k, v in (g.get("process_names") or {}).items()}
+        if not isinstance(g, dict) or "index" not in g:
+            raise ParseError("not an NVML capture: a GPU entry without its index")
+        util = {
+            int(u["pid"]): u.get("sm_util", u.get("smUtil"))
+            for u in _listed(g.get("process_utilization"))
+        }
+        names = {int(k): v for k, v in {**top_names, **(g.get("process_names") or {})}.items()}
         foreign = []
-        for p in g.get("compute_processes") or []:
+        for p in _listed(g.get("compute_processes")):
             pid = int(p["pid"])
             if pid in own:
                 continue
             sm = util.get(pid)
+            used = p.get("used_bytes", p.get("usedGpuMemory"))
             foreign.append(
                 Process(
                     pid,
-                    names.get(pid) or p.get("name"),
-                    int(p["used_bytes"]) if p.get("used_bytes") is not None else None,
+                    _text(names.get(pid) or p.get("name")),
+                    int(used) if used is not None else None,
                     int(sm) if sm is not None else None,
                 )
             )
         mw = _num(g.get("power_mw"))
         limit = _num(g.get("power_limit_mw"))
+        rates = g.get("utilization")
+        util_gpu = g.get("util_gpu")
+        if util_gpu is None and isinstance(rates, dict):
+            util_gpu = rates.get("gpu")
+        reasons = g.get("clocks_event_reasons")
         out.append(
             GpuState(
                 name=f"GPU{int(g['index'])}",
-                bus_id=g.get("bus_id"),
+                bus_id=g.get("bus_id") if isinstance(g.get("bus_id"), str) else None,
                 foreign=foreign,
-                reasons=reason_words(g.get("clocks_event_reasons")),
-                util_gpu=g.get("util_gpu"),
+                reasons=reason_words(reasons if isinstance(reasons, int) else None),
+                util_gpu=util_gpu,
                 temperature_c=_num(g.get("temperature_c")),
                 power_w=mw / 1e3 if mw is not None else None,
                 power_limit_w=limit / 1e3 if limit is not None else None,
-                sm_clock_mhz=g.get("sm_clock_mhz"),
-                sm_clock_max_mhz=g.get("sm_clock_max_mhz"),
+                sm_clock_mhz=_int_or_none(g.get("sm_clock_mhz")),
+                sm_clock_max_mhz=_int_or_none(g.get("sm_clock_max_mhz")),
             )
         )
     return out
+
+
+def _int_or_none(v: Any) -> int | None:
+    return int(v) if isinstance(v, int | float) else None
 
 
 def _try(fn: Any, *args: Any) -> Any:

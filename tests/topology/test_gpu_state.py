@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from gpulane.errors import ParseError
 from gpulane.topology.gpu_state import (
     GPU_STATE_FILE,
     foreign_on_gpus,
@@ -61,7 +62,6 @@ def test_record_on_a_machine_without_nvml_writes_the_reason(tmp_path: Path) -> N
     assert foreign_on_gpus(tmp_path) is None  # not read: not "nothing found"
 
 
-@pytest.mark.skipif(not CAPTURED, reason="the real 4-GPU capture is not in the tree yet")
 @pytest.mark.parametrize("path", CAPTURED, ids=lambda p: p.name)
 def test_real_capture_names_the_busy_gpu(path: Path) -> None:
     doc = json.loads(path.read_text())
@@ -69,6 +69,26 @@ def test_real_capture_names_the_busy_gpu(path: Path) -> None:
     busy = [s for s in states if s.foreign]
     assert [s.name for s in busy] == ["GPU2"]
     assert busy[0].foreign[0].name and busy[0].foreign[0].used_bytes
+
+
+def test_the_real_capture_of_the_busy_gpu_in_words() -> None:
+    """tests/fixtures/h200x4/nvml-busy-gpu2.json: NVML on the lent 4x H200 while
+    benchmarks/gpu/foreign_load.py kept GPU2 busy (2026-11-27, benchmarks/gpu/h200x4-smoke)."""
+    doc = json.loads((FIXTURES / "h200x4" / "nvml-busy-gpu2.json").read_text())
+    states = {s.name: s for s in gpu_states(doc)}
+    assert states["GPU2"].words() == (
+        "GPU2 runs pid 1416 (python3, 93 %, 3.1 GiB) and its clocks are held at its power cap"
+        " (692 W of 700 W, 59 C)"
+    )
+    assert [n for n, s in states.items() if s.words()] == ["GPU2"]
+    idle = gpu_states(json.loads((FIXTURES / "h200x4" / "nvml-idle.json").read_text()))
+    assert [s.words() for s in idle] == ["", "", "", ""]
+
+
+@pytest.mark.parametrize("bad", [[], {"gpus": "x"}, {"gpus": [{"name": "GPU0"}]}])
+def test_a_capture_of_another_shape_is_one_parse_error(bad: object) -> None:
+    with pytest.raises(ParseError, match="not an NVML capture"):
+        gpu_states(bad)  # type: ignore[arg-type]
 
 
 def test_doctor_names_the_foreign_process_from_a_runs_reading(tmp_path: Path) -> None:
