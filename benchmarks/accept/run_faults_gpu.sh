@@ -6,9 +6,9 @@
 #   benchmarks/accept/run_faults_gpu.sh OUTDIR [OVERRIDE...]
 #
 # 1. healthy:   gpulane accept --baseline healthy (stored: it passes)      expect exit 0
-# 2. busy-gpu2: faults.py busy 2 (bf16 matmul loop on GPU2, background)    expect exit 1,
+# 2. busy-gpu2: foreign_load.py busy 2 (bf16 matmuls + 1 GiB device copies on GPU2)  expect exit 1,
 #               a `localize` check naming GPU2 with its pid and clocks
-# 3. pair01:    faults.py peer 0 1 (256 MiB peer copies GPU0<->GPU1)       expect exit 1,
+# 3. pair01:    foreign_load.py link 0 1 (1 GiB peer copies GPU0<->GPU1)    expect exit 1,
 #               a `localize` check naming the pair GPU0-GPU1 (NV18)
 # 4. healthy-again: the faults ended                                        expect exit 0
 # Each fault process is started here and ended by its own pid. The NVML captures for the
@@ -63,9 +63,9 @@ accept() {  # NAME EXPECTED_EXIT ARGS...: one accept, timed, its outputs kept
 start_fault() {  # NAME ARGS...: the fault in the background; its pid in $fault_pid
   local name=$1
   shift
-  "$PY" benchmarks/accept/faults.py "$@" >"$out/fault-$name.log" 2>&1 &
+  "$PY" benchmarks/gpu/foreign_load.py "$@" >"$out/fault-$name.log" 2>&1 &
   fault_pid=$!
-  log "fault $name: pid $fault_pid: faults.py $*"
+  log "fault $name: pid $fault_pid: foreign_load.py $*"
   sleep 8  # up to speed: CUDA context, first kernels, clocks at the power cap
 }
 
@@ -80,7 +80,7 @@ trap 'kill "${fault_pid:-0}" 2>/dev/null' EXIT
 mkdir -p "$out/nvml"
 step nvml-idle 60 "$PY" benchmarks/accept/capture_nvml.py "$out/nvml" idle
 
-accept healthy 0 --baseline healthy "$@"
+accept healthy 0 save_baseline=healthy "$@"
 
 start_fault busy-gpu2 busy 2 400
 step nvml-busy-gpu2 60 "$PY" benchmarks/accept/capture_nvml.py "$out/nvml" busy-gpu2
@@ -88,7 +88,7 @@ step doctor-busy-gpu2 120 "$PY" -m gpulane.cli doctor
 accept busy-gpu2 1 --baseline healthy "$@"
 stop_fault
 
-start_fault pair01 peer 0 1 400
+start_fault pair01 link 0 1 400
 step nvml-pair01 60 "$PY" benchmarks/accept/capture_nvml.py "$out/nvml" pair01
 accept pair01 1 --baseline healthy "$@"
 stop_fault
