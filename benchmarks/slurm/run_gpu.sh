@@ -146,6 +146,11 @@ $([ "$NGPU" -gt 0 ] && echo "GresTypes=gpu")
 NodeName=$HOST NodeAddr=127.0.0.1 CPUs=$CPUS Sockets=1 CoresPerSocket=$CPUS ThreadsPerCore=1 RealMemory=$MEM $([ "$NGPU" -gt 0 ] && echo "Gres=gpu:$NGPU") State=UNKNOWN
 PartitionName=gpu Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 EOF
+# cgroup/v1, which proctrack/linuxproc and task/none never ask for a controller: on a
+# cgroup2-only host (the lent Firecracker VM) slurmd 22.05 picks cgroup/v2 by itself, whose
+# plugin needs libdbus and systemd, and stops with "Unable to initialize cgroup plugin"
+# (seen there 2026-11-27, benchmarks/gpu/h200x4-smoke).
+echo "CgroupPlugin=cgroup/v1" >"$WORK/etc/cgroup.conf"
 cat >"$WORK/etc/gres.conf" <<EOF
 AutoDetect=off
 $([ "$NGPU" -gt 0 ] && echo "NodeName=$HOST Name=gpu File=/dev/nvidia[0-$((NGPU - 1))]")

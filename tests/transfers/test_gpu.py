@@ -129,4 +129,7 @@ def test_a_sample_of_several_copies_reports_one_copy(tmp_path: Path) -> None:
         end.synchronize()
         times.append(start.elapsed_time(end) * 1000.0 / 2)
     one_copy_us = statistics.median(times[2:])
-    assert h2d["time_us"] == pytest.approx(one_copy_us, rel=0.2), (h2d["time_us"], one_copy_us)
+    # A time divided by the wrong number of copies is off by 2x. On the 4x H200 (2026-11-27)
+    # the row gave 204 us against this loop's 161 us at 8 MiB: a sample's own launch and
+    # event cost, within 0.35; the 2x errors (80 or 320 us) are not.
+    assert h2d["time_us"] == pytest.approx(one_copy_us, rel=0.35), (h2d["time_us"], one_copy_us)
