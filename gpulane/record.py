@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from gpulane.errors import print_warning
+from gpulane.runfacts import FACTS_JSONL, FACTS_KEY, FactsReader, RunFacts, join, own_fields
 
 ROWS_JSONL = "rows.jsonl"
 ROWS_PARQUET = "rows.parquet"
@@ -130,10 +131,59 @@ def _copied(value: Any) -> Any:
 
 
 _JSON_COLUMNS = ("env", "versions", "extra")
+_EXTRA = FIELDS.index("extra")
+# The fields that name a run rather than a point: rows that share them (and the nested
+# facts in ``extra``) share one entry of facts.jsonl (see gpulane.runfacts).
+RUN_FIELDS = (
+    "run_id",
+    "kind",
+    "backend",
+    "op",
+    "started_at",
+    "build",
+    "host",
+    "nodes",
+    "world_size",
+    "graph",
+    "iters",
+    "path",
+    "source",
+    "env",
+    "versions",
+)
 _FIELD_VALUES = operator.attrgetter(*FIELDS)  # a Row's values, in FIELDS order
 # One encoder each (json.dumps with options builds a new one per call).
 _ENCODE = json.JSONEncoder(default=str).encode
 _ENCODE_SORTED = json.JSONEncoder(sort_keys=True, default=str).encode
+# Row lines that hold only a row's own values: no spaces (they are most of such a line).
+_ENCODE_COMPACT = json.JSONEncoder(default=str, separators=(",", ":")).encode
+
+
+def rows_file(run_dir: str | os.PathLike[str]) -> Path:
+    """A run directory's rows (JSON Lines)."""
+    return Path(run_dir) / ROWS_JSONL
+
+
+def parquet_file(run_dir: str | os.PathLike[str]) -> Path:
+    """A run directory's tabular copy of its rows."""
+    return Path(run_dir) / ROWS_PARQUET
+
+
+def facts_file(run_dir: str | os.PathLike[str]) -> Path:
+    """A run directory's facts shared by its rows (see gpulane.runfacts)."""
+    return Path(run_dir) / FACTS_JSONL
+
+
+def run_facts(run_dir: str | os.PathLike[str]) -> RunFacts:
+    """The facts of an imported run, for its RowWriter and ParquetRows to share."""
+    return RunFacts(run_dir, FIELDS, RUN_FIELDS, _ENCODE_COMPACT)
+
+
+def row_values(row: Row | dict[str, Any]) -> list[Any]:
+    """A row's values in FIELDS order (keys that are not fields go into ``extra``)."""
+    if not isinstance(row, Row):
+        row = Row.from_dict(row)
+    return list(_FIELD_VALUES(row))
 
 
 class SharedText:
@@ -192,10 +242,21 @@ class RowWriter:
 
     With ``sync=False`` (rows imported from a file, which can be imported again, by the
     only writer of the file) rows are buffered and durable at :meth:`close`, and nested
-    dicts shared from row to row are encoded once (see :class:`SharedText`)."""
+    dicts shared from row to row are encoded once (see :class:`SharedText`).
 
-    def __init__(self, run_dir: str | os.PathLike[str], *, sync: bool = True) -> None:
+    With ``facts`` (an imported run, one writer), what rows share is written once to
+    facts.jsonl and each line holds a row's own values (see gpulane.runfacts); the
+    facts are written and closed with the rows."""
+
+    def __init__(
+        self,
+        run_dir: str | os.PathLike[str],
+        *,
+        sync: bool = True,
+        facts: RunFacts | None = None,
+    ) -> None:
         self.sync = sync
+        self.facts = facts
         # Imported rows: a run's shared facts are encoded once (see SharedText).
         self._encode = _ENCODE if sync else SharedText(_ENCODE, _JSON_COLUMNS)
         self.run_dir = Path(run_dir)
@@ -213,6 +274,10 @@ class RowWriter:
                 raise
 
     def write(self, row: Row | dict[str, Any]) -> None:
+        if self.facts is not None:
+            values = row_values(row)
+            self.write_split(values, self.facts.split(values))
+            return
         # The fields as they are (the encoder copies nothing; to_dict deep-copies, slowly).
         data = dict(zip(FIELDS, _FIELD_VALUES(row), strict=True)) if isinstance(row, Row) else row
         # One write call per line: concurrent appenders never interleave within a line.
@@ -221,7 +286,18 @@ class RowWriter:
             self._fh.flush()
             os.fsync(self._fh.fileno())
 
+    def write_split(self, values: list[Any], split: tuple[int, list[Any], dict[str, Any]]) -> None:
+        """A row already split by this writer's facts (:meth:`RunFacts.split`), its
+        values in FIELDS order: its own values and the number of its facts."""
+        number, base, own_extra = split
+        line = {FACTS_KEY: number, **own_fields(FIELDS, values, base, _EXTRA)}
+        if own_extra:
+            line["extra"] = own_extra
+        self._fh.write(_ENCODE_COMPACT(line) + "\n")
+
     def close(self) -> None:
+        if self.facts is not None:
+            self.facts.close()
         if not self._fh.closed:
             try:
                 self._fh.flush()
@@ -246,16 +322,18 @@ def _ends_with_newline(path: Path) -> bool:
 def read_rows(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
     """Rows of a JSON Lines file, or of every rows.jsonl under a directory.
 
-    Every complete line is returned. A line that is not a JSON object is skipped, and a
-    warning says how many were, and which (once per file and size in a process): a last
-    line cut off by a crash, or lines damaged after the run wrote them.
+    Every complete line is returned, joined with its run's facts (facts.jsonl beside it,
+    see gpulane.runfacts). A line that is not a JSON object, or whose facts are missing,
+    is skipped, and a warning says how many were, and which (once per file and size in a
+    process): a last line cut off by a crash, or lines damaged after the run wrote them.
     """
     p = Path(path)
     files = sorted(p.rglob(ROWS_JSONL)) if p.is_dir() else [p]
     for f in files:
         bad: list[int] = []
         cut = False
-        with open(f, encoding="utf-8", errors="replace") as fh:
+        facts = FactsReader(f.parent / FACTS_JSONL)
+        with facts, open(f, encoding="utf-8", errors="replace") as fh:
             for number, raw in enumerate(fh, 1):
                 line = raw.strip()
                 if not line:
@@ -264,6 +342,9 @@ def read_rows(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
                     row = json.loads(line)
                 except json.JSONDecodeError:
                     row = None
+                if isinstance(row, dict) and FACTS_KEY in row:
+                    base = facts.get(row[FACTS_KEY]) if type(row[FACTS_KEY]) is int else None
+                    row = None if base is None else join(row, base)
                 if isinstance(row, dict):
                     yield row
                 elif raw.endswith("\n"):
@@ -331,6 +412,18 @@ class ParquetRows:
         self._encoders = {FIELDS.index(name): SharedText(_ENCODE_SORTED) for name in _JSON_COLUMNS}
         self._last: dict[int, tuple[Any, str]] = {}  # column -> (dict, its text)
 
+    def add_split(self, values: list[Any], split: tuple[int, list[Any], dict[str, Any]]) -> None:
+        """A row split by its run's facts (RunFacts.split), its values in FIELDS order:
+        its ``extra`` keeps only the row's own keys, and the column ``@facts`` names the
+        facts of its run (joined again by :func:`read_parquet`)."""
+        if FACTS_KEY not in self._names:
+            self._names.append(FACTS_KEY)
+        # The row's own extra is a new small dict each row: encoded here, plainly.
+        row = [*values[:_EXTRA], _ENCODE_SORTED(split[2]), *values[_EXTRA + 1 :]]
+        row.extend([None] * (self._names.index(FACTS_KEY) - len(row)))
+        row.append(split[0])
+        self._add_values(row, encoded=_EXTRA)
+
     def add(self, row: Row | dict[str, Any]) -> None:
         if isinstance(row, Row):
             values = list(_FIELD_VALUES(row))
@@ -338,7 +431,13 @@ class ParquetRows:
             for key in row.keys() - set(self._names):
                 self._names.append(key)
             values = [row.get(name) for name in self._names]
+        self._add_values(values)
+
+    def _add_values(self, values: list[Any], encoded: int = -1) -> None:
+        """A row's values in column order; ``encoded``: a JSON column already text."""
         for k, encode in self._encoders.items():
+            if k == encoded:
+                continue
             value = values[k]
             last = self._last.get(k)
             if last is not None and last[0] is value:
@@ -480,7 +579,22 @@ def read_parquet(path: str | os.PathLike[str]) -> Any:
     for name in _JSON_COLUMNS:
         if name in frame.columns:
             frame[name] = frame[name].map(lambda v: json.loads(v) if isinstance(v, str) else v)
+    if FACTS_KEY in frame.columns:  # the run's shared facts, joined into extra again
+        with FactsReader(Path(path).parent / FACTS_JSONL) as facts:
+            frame["extra"] = [
+                _joined_extra(facts, number, extra)
+                for number, extra in zip(frame[FACTS_KEY], frame["extra"], strict=True)
+            ]
+        frame = frame.drop(columns=[FACTS_KEY])
     return frame
+
+
+def _joined_extra(facts: FactsReader, number: Any, extra: Any) -> dict[str, Any]:
+    own = extra if isinstance(extra, dict) else {}
+    if number is None or number != number:  # a row written without facts (NaN)
+        return own
+    base = facts.get(int(number))
+    return {**((base or {}).get("extra") or {}), **own}
 
 
 # -- env: the variables that shape a result, kept on every row ----------------------------

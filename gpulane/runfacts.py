@@ -1,0 +1,172 @@
+"""Facts of a run stored once: what every row of an imported run shares (its run id,
+source, versions, env, and the nested facts in ``extra``, such as an nccl-tests log's
+header and rank list) goes to ``facts.jsonl`` beside ``rows.jsonl``, once each time it
+changes, and each row line holds only what is its own and the number of its facts.
+:func:`join` puts them together again when rows are read, so readers see whole rows.
+
+A facts line is ``{"facts": N, "row": {...}}``: every field of the first row with these
+facts, its ``extra`` holding only the shared (dict and list) values. A row line is
+``{"@facts": N, ...}``: the fields whose value differs from that first row's (a None
+included), and ``extra`` with the row's own (scalar) keys. Rows written without facts
+(a sweep's ranks) have no ``@facts`` and are read as they are.
+
+Only for a single writer of a run directory whose rows' shared dicts are not changed
+once a row holding them was written (an importer's rows).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import operator
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import IO, Any
+
+FACTS_JSONL = "facts.jsonl"
+FACTS_KEY = "@facts"  # a row line's facts number (the parquet column too)
+# Values of ``extra`` that are facts of the run rather than of a row: nested ones.
+_SHARED = (dict, list)
+# Bases a reader keeps at hand (they are met in the order written; a few for jumps back).
+_KEPT = 8
+_INDEXES = range(1024)
+
+
+class RunFacts:
+    """Splits each row (its values in ``fields`` order) into the run's facts, written to
+    ``facts.jsonl`` when they change, and the row's own values."""
+
+    def __init__(
+        self,
+        run_dir: str | os.PathLike[str],
+        fields: Sequence[str],
+        run_fields: Sequence[str],
+        encode: Callable[[Any], str],
+    ) -> None:
+        self.path = Path(run_dir) / FACTS_JSONL
+        self._fields = tuple(fields)
+        self._extra = self._fields.index("extra")
+        self._run = [self._fields.index(name) for name in run_fields]
+        self._encode = encode
+        self._fh: IO[str] | None = None
+        self.count = 0  # facts written
+        # The last row's run part: its objects are held, so their ids stay theirs.
+        self._key: tuple[Any, ...] = ()
+        self._text = ""
+        self.number = -1
+        self.base: list[Any] = []  # values of the first row with the current facts
+
+    def split(self, values: list[Any]) -> tuple[int, list[Any], dict[str, Any]]:
+        """(facts number, the first row with them, this row's own ``extra``)."""
+        extra = values[self._extra] or {}
+        shared: dict[str, Any] = {}
+        own: dict[str, Any] = {}
+        for k, v in extra.items():
+            (shared if type(v) in _SHARED else own)[k] = v
+        key = (*map(values.__getitem__, self._run), *shared.keys(), *shared.values())
+        last = self._key
+        # The same objects as the last row's (a run's rows share them): the same facts.
+        if len(key) != len(last) or not all(map(operator.is_, key, last)):
+            self._key = key
+            run_part = {self._fields[i]: values[i] for i in self._run}
+            run_part["extra"] = shared
+            text = self._encode(run_part)
+            if text != self._text:
+                self._text = text
+                self._new_base(values, shared)
+        return self.number, self.base, own
+
+    def _new_base(self, values: list[Any], shared: dict[str, Any]) -> None:
+        self.number = self.count
+        self.count += 1
+        self.base = list(values)
+        self.base[self._extra] = shared
+        if self._fh is None:
+            # A new run's file: facts left by an earlier, unfinished writer are not its own.
+            self._fh = open(self.path, "w", encoding="utf-8")  # noqa: SIM115 - kept open
+        row = dict(zip(self._fields, self.base, strict=True))
+        # Flushed at once: a row line must never reach the disk before its facts.
+        self._fh.write(self._encode({"facts": self.number, "row": row}) + "\n")
+        self._fh.flush()
+
+    def close(self) -> None:
+        if self._fh is not None and not self._fh.closed:
+            try:
+                self._fh.flush()
+                os.fsync(self._fh.fileno())
+            finally:
+                self._fh.close()
+
+
+def own_fields(
+    fields: Sequence[str], values: list[Any], base: list[Any], skip: int
+) -> dict[str, Any]:
+    """The fields whose value differs from ``base``'s (by value and type), but ``skip``."""
+    out: dict[str, Any] = {}
+    # Most values are the very objects of the first row (None, a run's strings): only the
+    # others are compared.
+    for i in itertools.compress(_INDEXES[: len(values)], map(operator.is_not, values, base)):
+        v, b = values[i], base[i]
+        if i != skip and (v != b or type(v) is not type(b)):
+            out[fields[i]] = v
+    return out
+
+
+class FactsReader:
+    """The facts of one run directory, read as row lines ask for them (in the order they
+    were written, so only a few are held at a time)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fh: IO[str] | None = None
+        self._kept: dict[int, dict[str, Any]] = {}
+
+    def get(self, number: int) -> dict[str, Any] | None:
+        found = self._kept.get(number)
+        if found is not None:
+            return found
+        if self._kept and number < min(self._kept) and self._fh is not None:
+            self._fh.close()  # asked for one read before: from the start again
+            self._fh = None
+        if self._fh is None:
+            try:
+                self._fh = open(self.path, encoding="utf-8", errors="replace")  # noqa: SIM115
+            except OSError:
+                return None
+        for raw in self._fh:
+            try:
+                data = json.loads(raw)
+                n, row = int(data["facts"]), data["row"]
+            except (ValueError, KeyError, TypeError):
+                continue
+            if not isinstance(row, dict):
+                continue
+            self._kept[n] = row
+            while len(self._kept) > _KEPT:
+                del self._kept[next(iter(self._kept))]
+            if n == number:
+                return row
+        return None
+
+    def close(self) -> None:
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+
+    def __enter__(self) -> FactsReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def join(line: dict[str, Any], base: dict[str, Any]) -> dict[str, Any]:
+    """A whole row from a row line and its facts."""
+    row = dict(base)
+    own_extra = line.get("extra") or {}
+    for key, value in line.items():
+        if key != FACTS_KEY and key != "extra":
+            row[key] = value
+    row["extra"] = {**(base.get("extra") or {}), **own_extra}
+    return row
