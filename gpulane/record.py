@@ -14,14 +14,28 @@ import os
 import socket
 import tempfile
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from gpulane.errors import print_warning
-from gpulane.runfacts import FACTS_JSONL, FACTS_KEY, FactsReader, RunFacts, join, own_fields
+from gpulane.runfacts import (
+    FACTS_JSONL,
+    FACTS_KEY,
+    FactsReader,
+    RunFacts,
+    SharedText,
+    join,
+    join_frame,
+    own_fields,
+)
+
+# Re-exported: rows are made with them (importers, rundir).
+from gpulane.shaping_env import ENV_PREFIXES as ENV_PREFIXES
+from gpulane.shaping_env import GPULANE_SET_ENV as GPULANE_SET_ENV
+from gpulane.shaping_env import shaping_env as shaping_env
 
 ROWS_JSONL = "rows.jsonl"
 ROWS_PARQUET = "rows.parquet"
@@ -184,57 +198,6 @@ def row_values(row: Row | dict[str, Any]) -> list[Any]:
     if not isinstance(row, Row):
         row = Row.from_dict(row)
     return list(_FIELD_VALUES(row))
-
-
-class SharedText:
-    """JSON text of dicts whose nested dicts (one or two levels down) are often the very
-    same objects from one row to the next, such as an importer's facts of a run in every
-    row's ``extra``: such a dict is encoded once and its text spliced into each row.
-
-    Only for writers that do not change a nested dict once a row holding it was encoded.
-    The text is what ``encode`` gives for the whole dict."""
-
-    def __init__(self, encode: Callable[[Any], str], keys: Iterable[str] | None = None) -> None:
-        self._encode = encode
-        self._keys = None if keys is None else tuple(keys)  # the top keys that hold dicts
-        # (keys down to it) -> (the dict last seen there, its text once seen twice in a row)
-        self._last: dict[tuple[str, ...], tuple[Any, str | None]] = {}
-
-    def __call__(self, data: dict[str, Any]) -> str:
-        marks: list[tuple[str, str]] = []
-        text = self._encode(self._swap(data, (), marks))
-        for mark, shared in marks:
-            text = text.replace(mark, shared, 1)
-        return text
-
-    def _swap(
-        self, data: dict[str, Any], path: tuple[str, ...], marks: list[tuple[str, str]]
-    ) -> dict[str, Any]:
-        """``data`` with each nested dict seen again in place replaced by a mark."""
-        out = data
-        keys = data if path or self._keys is None else self._keys
-        for key in keys:
-            value = data.get(key)
-            if type(value) is not dict:
-                continue
-            where = (*path, key)
-            last = self._last.get(where)
-            if last is not None and last[0] is value:
-                shared = last[1]
-                if shared is None:
-                    shared = self._encode(value)
-                    self._last[where] = (value, shared)
-                mark = f"\x00gpulane-shared-{len(marks)}\x00"
-                marks.append((f'"\\u0000gpulane-shared-{len(marks)}\\u0000"', shared))
-                new: Any = mark
-            else:
-                self._last[where] = (value, None)
-                new = self._swap(value, where, marks) if not path else value
-            if new is not value:
-                if out is data:
-                    out = dict(data)
-                out[key] = new
-        return out
 
 
 class RowWriter:
@@ -580,62 +543,5 @@ def read_parquet(path: str | os.PathLike[str]) -> Any:
         if name in frame.columns:
             frame[name] = frame[name].map(lambda v: json.loads(v) if isinstance(v, str) else v)
     if FACTS_KEY in frame.columns:  # the run's shared facts, joined into extra again
-        with FactsReader(Path(path).parent / FACTS_JSONL) as facts:
-            frame["extra"] = [
-                _joined_extra(facts, number, extra)
-                for number, extra in zip(frame[FACTS_KEY], frame["extra"], strict=True)
-            ]
-        frame = frame.drop(columns=[FACTS_KEY])
+        frame = join_frame(frame, Path(path).parent / FACTS_JSONL)
     return frame
-
-
-def _joined_extra(facts: FactsReader, number: Any, extra: Any) -> dict[str, Any]:
-    own = extra if isinstance(extra, dict) else {}
-    if number is None or number != number:  # a row written without facts (NaN)
-        return own
-    base = facts.get(int(number))
-    return {**((base or {}).get("extra") or {}), **own}
-
-
-# -- env: the variables that shape a result, kept on every row ----------------------------
-ENV_PREFIXES = (
-    "NCCL_",
-    "TORCH_NCCL",
-    "CUDA_VISIBLE_DEVICES",
-    "CUDA_DEVICE_MAX_CONNECTIONS",
-    "GLOO_",
-    "OMPI_MCA",
-    "UCX_",
-)
-
-
-# Set by installers, launchers and gpulane's own scripts; they do not shape a result.
-ENV_IGNORED = {"NCCL_TESTS_HOME", "NCCL_VERSION", "NCCL_HOME"}
-# mpirun's own bookkeeping (OMPI_MCA_mpi_oversubscribe, which does shape timings, stays).
-ENV_IGNORED_PREFIXES = (
-    "OMPI_MCA_orte_",
-    "OMPI_MCA_ess",
-    "OMPI_MCA_pmix",
-    "OMPI_MCA_initial_wdir",
-    "OMPI_MCA_shmem_RUNTIME_QUERY_hint",
-)
-
-
-# Names the variables gpulane set for the ranks itself (NCCL_DEBUG for the transport
-# capture, rundir.nccl_capture_env): they do not shape a result the user chose.
-GPULANE_SET_ENV = "GPULANE_SET_ENV"
-
-
-def shaping_env(env: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment variables that shape a result (NCCL_*, ...), for the rows; those
-    gpulane set itself (named in GPULANE_SET_ENV) are left out."""
-    env = dict(os.environ) if env is None else env
-    ours = {k.strip() for k in env.get(GPULANE_SET_ENV, "").split(",") if k.strip()}
-    return {
-        k: v
-        for k, v in sorted(env.items())
-        if k.startswith(ENV_PREFIXES)
-        and k not in ENV_IGNORED
-        and k not in ours
-        and not k.startswith(ENV_IGNORED_PREFIXES)
-    }

@@ -16,11 +16,10 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from omegaconf import OmegaConf
 
-from gpulane.config.common import CommonConfig, PresetConfig
 from gpulane.errors import InputError
 from gpulane.record import (
     GPULANE_SET_ENV,
@@ -86,7 +85,27 @@ def disk_note(path: Path) -> str:
     return f"; the filesystem of {path} is full ({free >> 10} KiB free)"
 
 
-C = TypeVar("C", bound=CommonConfig)
+class CommonConfig(Protocol):
+    """What a run directory needs of a command's configuration (config.common's
+    CommonConfig has it). Named here, not imported: the configuration is read on the
+    floor above, and knows the run directory's files, not the other way round."""
+
+    build: str | None
+    results_dir: str
+    env: dict[str, str]
+
+
+class PresetConfig(Protocol):
+    """A preset's name and variables (config.common's PresetConfig)."""
+
+    name: str
+    env: dict[str, str]
+
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+C = TypeVar("C", bound="DataclassInstance")
 
 
 def build_label(cfg: CommonConfig) -> str:

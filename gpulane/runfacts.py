@@ -20,7 +20,7 @@ import itertools
 import json
 import operator
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -31,6 +31,57 @@ _SHARED = (dict, list)
 # Bases a reader keeps at hand (they are met in the order written; a few for jumps back).
 _KEPT = 8
 _INDEXES = range(1024)
+
+
+class SharedText:
+    """JSON text of dicts whose nested dicts (one or two levels down) are often the very
+    same objects from one row to the next, such as an importer's facts of a run in every
+    row's ``extra``: such a dict is encoded once and its text spliced into each row.
+
+    Only for writers that do not change a nested dict once a row holding it was encoded.
+    The text is what ``encode`` gives for the whole dict."""
+
+    def __init__(self, encode: Callable[[Any], str], keys: Iterable[str] | None = None) -> None:
+        self._encode = encode
+        self._keys = None if keys is None else tuple(keys)  # the top keys that hold dicts
+        # (keys down to it) -> (the dict last seen there, its text once seen twice in a row)
+        self._last: dict[tuple[str, ...], tuple[Any, str | None]] = {}
+
+    def __call__(self, data: dict[str, Any]) -> str:
+        marks: list[tuple[str, str]] = []
+        text = self._encode(self._swap(data, (), marks))
+        for mark, shared in marks:
+            text = text.replace(mark, shared, 1)
+        return text
+
+    def _swap(
+        self, data: dict[str, Any], path: tuple[str, ...], marks: list[tuple[str, str]]
+    ) -> dict[str, Any]:
+        """``data`` with each nested dict seen again in place replaced by a mark."""
+        out = data
+        keys = data if path or self._keys is None else self._keys
+        for key in keys:
+            value = data.get(key)
+            if type(value) is not dict:
+                continue
+            where = (*path, key)
+            last = self._last.get(where)
+            if last is not None and last[0] is value:
+                shared = last[1]
+                if shared is None:
+                    shared = self._encode(value)
+                    self._last[where] = (value, shared)
+                mark = f"\x00gpulane-shared-{len(marks)}\x00"
+                marks.append((f'"\\u0000gpulane-shared-{len(marks)}\\u0000"', shared))
+                new: Any = mark
+            else:
+                self._last[where] = (value, None)
+                new = self._swap(value, where, marks) if not path else value
+            if new is not value:
+                if out is data:
+                    out = dict(data)
+                out[key] = new
+        return out
 
 
 class RunFacts:
@@ -170,3 +221,25 @@ def join(line: dict[str, Any], base: dict[str, Any]) -> dict[str, Any]:
             row[key] = value
     row["extra"] = {**(base.get("extra") or {}), **own_extra}
     return row
+
+
+def join_frame(frame: Any, path: Path) -> Any:
+    """A rows frame read from Parquet, its ``extra`` joined with the facts its ``@facts``
+    column names (facts.jsonl at ``path``); the column dropped."""
+    import pandas as pd
+
+    with FactsReader(path) as facts:
+        joined = [
+            _joined_extra(facts, number, extra)
+            for number, extra in zip(frame[FACTS_KEY], frame["extra"], strict=True)
+        ]
+    frame["extra"] = pd.Series(joined, index=frame.index, dtype=object)
+    return frame.drop(columns=[FACTS_KEY])
+
+
+def _joined_extra(facts: FactsReader, number: Any, extra: Any) -> dict[str, Any]:
+    own = extra if isinstance(extra, dict) else {}
+    if number is None or number != number:  # a row written without facts (NaN)
+        return own
+    base = facts.get(int(number))
+    return {**((base or {}).get("extra") or {}), **own}
