@@ -29,7 +29,6 @@ from gpulane.runfacts import (
     SharedText,
     join,
     join_frame,
-    own_fields,
 )
 
 # Re-exported: rows are made with them (importers, rundir).
@@ -238,8 +237,7 @@ class RowWriter:
 
     def write(self, row: Row | dict[str, Any]) -> None:
         if self.facts is not None:
-            values = row_values(row)
-            self.write_split(values, self.facts.split(values))
+            self.write_line(self.facts.line(row_values(row))[1])
             return
         # The fields as they are (the encoder copies nothing; to_dict deep-copies, slowly).
         data = dict(zip(FIELDS, _FIELD_VALUES(row), strict=True)) if isinstance(row, Row) else row
@@ -249,13 +247,8 @@ class RowWriter:
             self._fh.flush()
             os.fsync(self._fh.fileno())
 
-    def write_split(self, values: list[Any], split: tuple[int, list[Any], dict[str, Any]]) -> None:
-        """A row already split by this writer's facts (:meth:`RunFacts.split`), its
-        values in FIELDS order: its own values and the number of its facts."""
-        number, base, own_extra = split
-        line = {FACTS_KEY: number, **own_fields(FIELDS, values, base, _EXTRA)}
-        if own_extra:
-            line["extra"] = own_extra
+    def write_line(self, line: dict[str, Any]) -> None:
+        """A row's line of its own values (:meth:`RunFacts.line`)."""
         self._fh.write(_ENCODE_COMPACT(line) + "\n")
 
     def close(self) -> None:
@@ -372,20 +365,59 @@ class ParquetRows:
         self._schemas: list[Any] = []  # of the part files, once there are parts
         self._names: list[str] = list(FIELDS)
         self._batch: list[list[Any]] = []
+        self._lines: list[tuple[list[Any], dict[str, Any]]] = []  # see add_line
         self._encoders = {FIELDS.index(name): SharedText(_ENCODE_SORTED) for name in _JSON_COLUMNS}
         self._last: dict[int, tuple[Any, str]] = {}  # column -> (dict, its text)
 
-    def add_split(self, values: list[Any], split: tuple[int, list[Any], dict[str, Any]]) -> None:
-        """A row split by its run's facts (RunFacts.split), its values in FIELDS order:
-        its ``extra`` keeps only the row's own keys, and the column ``@facts`` names the
-        facts of its run (joined again by :func:`read_parquet`)."""
+    def add_line(self, base: list[Any], line: dict[str, Any]) -> None:
+        """A row as its line beside its run's facts (:meth:`RunFacts.line`) and the first row
+        of those facts (``base``, in FIELDS order): its ``extra`` keeps only the row's own
+        keys, and the column ``@facts`` names the facts (joined again by read_parquet).
+        The columns are made a batch at a time from the lines (most fields are the
+        base's)."""
+        if self._batch:
+            raise ValueError("ParquetRows: rows and lines of rows are not mixed")
         if FACTS_KEY not in self._names:
             self._names.append(FACTS_KEY)
-        # The row's own extra is a new small dict each row: encoded here, plainly.
-        row = [*values[:_EXTRA], _ENCODE_SORTED(split[2]), *values[_EXTRA + 1 :]]
-        row.extend([None] * (self._names.index(FACTS_KEY) - len(row)))
-        row.append(split[0])
-        self._add_values(row, encoded=_EXTRA)
+        self._lines.append((base, line))
+        if len(self._lines) >= PARQUET_BATCH:
+            self._flush()
+
+    def _line_columns(self, pa: Any) -> list[Any]:
+        """The columns of the lines gathered (see add_line), as arrow arrays. A field no
+        line of the batch holds, under one base, is the base's value repeated."""
+        lines, self._lines = self._lines, []
+        present: set[str] = set()
+        for _, line in lines:
+            present.update(line)
+        one_base = all(base is lines[0][0] for base, _ in lines)
+        texts: dict[int, str] = {}  # id of a dict (held by a base) -> its JSON text
+
+        def text(v: Any) -> str:
+            if type(v) is not dict:
+                return _ENCODE_SORTED(v)
+            found = texts.get(id(v))
+            if found is None:
+                found = texts[id(v)] = _ENCODE_SORTED(v)
+            return found
+
+        columns = []
+        for i, name in enumerate(FIELDS):
+            if i == _EXTRA:
+                column = [_ENCODE_SORTED(line.get("extra") or {}) for _, line in lines]
+            elif one_base and name not in present:
+                value = lines[0][0][i]
+                columns.append(
+                    _repeated(pa, text(value) if name in _JSON_COLUMNS else value, len(lines))
+                )
+                continue
+            else:
+                column = [line.get(name, base[i]) for base, line in lines]
+                if name in _JSON_COLUMNS:
+                    column = [text(v) for v in column]
+            columns.append(_array(pa, column))
+        columns.append(_array(pa, [line[FACTS_KEY] for _, line in lines]))
+        return columns
 
     def add(self, row: Row | dict[str, Any]) -> None:
         if isinstance(row, Row):
@@ -396,11 +428,8 @@ class ParquetRows:
             values = [row.get(name) for name in self._names]
         self._add_values(values)
 
-    def _add_values(self, values: list[Any], encoded: int = -1) -> None:
-        """A row's values in column order; ``encoded``: a JSON column already text."""
+    def _add_values(self, values: list[Any]) -> None:
         for k, encode in self._encoders.items():
-            if k == encoded:
-                continue
             value = values[k]
             last = self._last.get(k)
             if last is not None and last[0] is value:
@@ -418,13 +447,16 @@ class ParquetRows:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        if not self._batch:
+        if self._lines:
+            columns = self._line_columns(pa)
+        elif self._batch:
+            width = len(self._names)
+            for values in self._batch:  # rows from before a new key appeared
+                values.extend([None] * (width - len(values)))
+            columns = [_array(pa, column) for column in zip(*self._batch, strict=True)]
+            self._batch = []
+        else:
             return
-        width = len(self._names)
-        for values in self._batch:  # rows from before a new key appeared
-            values.extend([None] * (width - len(values)))
-        columns = [_array(pa, column) for column in zip(*self._batch, strict=True)]
-        self._batch = []
         table = pa.table(columns, names=self._names)
         if not self._schemas:
             if self._writer is None:
@@ -500,6 +532,16 @@ def _array(pa: Any, column: Iterable[Any]) -> Any:
             [None if v is None else v if isinstance(v, str) else _ENCODE(v) for v in values],
             type=pa.string(),
         )
+
+
+def _repeated(pa: Any, value: Any, n: int) -> Any:
+    """``value`` ``n`` times, as :func:`_array` makes a column of it."""
+    if value is None:
+        return pa.nulls(n)
+    try:
+        return pa.repeat(value, n)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+        return _array(pa, [value] * n)
 
 
 def _unified(pa: Any, schemas: list[Any]) -> Any:

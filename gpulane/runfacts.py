@@ -30,7 +30,6 @@ FACTS_KEY = "@facts"  # a row line's facts number (the parquet column too)
 _SHARED = (dict, list)
 # Bases a reader keeps at hand (they are met in the order written; a few for jumps back).
 _KEPT = 8
-_INDEXES = range(1024)
 
 
 class SharedText:
@@ -99,6 +98,8 @@ class RunFacts:
         self._fields = tuple(fields)
         self._extra = self._fields.index("extra")
         self._run = [self._fields.index(name) for name in run_fields]
+        self._run_values = operator.itemgetter(*self._run)
+        self._indexes = range(len(self._fields))
         self._encode = encode
         self._fh: IO[str] | None = None
         self.count = 0  # facts written
@@ -108,14 +109,22 @@ class RunFacts:
         self.number = -1
         self.base: list[Any] = []  # values of the first row with the current facts
 
-    def split(self, values: list[Any]) -> tuple[int, list[Any], dict[str, Any]]:
-        """(facts number, the first row with them, this row's own ``extra``)."""
-        extra = values[self._extra] or {}
+    def line(self, values: list[Any]) -> tuple[list[Any], dict[str, Any]]:
+        """A row (its values in ``fields`` order) as its line in rows.jsonl: the number
+        of its facts (``@facts``), the fields whose value differs from the first row with
+        these facts (by value and type), and ``extra`` with its own (scalar) keys; with
+        that first row (its values, ``extra`` holding the shared values only)."""
+        extra = values[self._extra]
         shared: dict[str, Any] = {}
         own: dict[str, Any] = {}
-        for k, v in extra.items():
-            (shared if type(v) in _SHARED else own)[k] = v
-        key = (*map(values.__getitem__, self._run), *shared.keys(), *shared.values())
+        if extra:
+            for k, v in extra.items():
+                t = type(v)
+                if t is dict or t is list:
+                    shared[k] = v
+                else:
+                    own[k] = v
+        key = (*self._run_values(values), *shared.keys(), *shared.values())
         last = self._key
         # The same objects as the last row's (a run's rows share them): the same facts.
         if len(key) != len(last) or not all(map(operator.is_, key, last)):
@@ -126,7 +135,18 @@ class RunFacts:
             if text != self._text:
                 self._text = text
                 self._new_base(values, shared)
-        return self.number, self.base, own
+        base = self.base
+        line: dict[str, Any] = {FACTS_KEY: self.number}
+        fields, skip = self._fields, self._extra
+        # Most values are the very objects of the first row (None, a run's strings): only
+        # the others are compared.
+        for i in itertools.compress(self._indexes, map(operator.is_not, values, base)):
+            v, b = values[i], base[i]
+            if i != skip and (v != b or type(v) is not type(b)):
+                line[fields[i]] = v
+        if own:
+            line["extra"] = own
+        return base, line
 
     def _new_base(self, values: list[Any], shared: dict[str, Any]) -> None:
         self.number = self.count
@@ -148,20 +168,6 @@ class RunFacts:
                 os.fsync(self._fh.fileno())
             finally:
                 self._fh.close()
-
-
-def own_fields(
-    fields: Sequence[str], values: list[Any], base: list[Any], skip: int
-) -> dict[str, Any]:
-    """The fields whose value differs from ``base``'s (by value and type), but ``skip``."""
-    out: dict[str, Any] = {}
-    # Most values are the very objects of the first row (None, a run's strings): only the
-    # others are compared.
-    for i in itertools.compress(_INDEXES[: len(values)], map(operator.is_not, values, base)):
-        v, b = values[i], base[i]
-        if i != skip and (v != b or type(v) is not type(b)):
-            out[fields[i]] = v
-    return out
 
 
 class FactsReader:

@@ -75,10 +75,9 @@ def test_parquet_rows_are_joined_with_the_same_facts(tmp_path: Path) -> None:
     sink = ParquetRows(tmp_path)
     with RowWriter(tmp_path, sync=False, facts=facts) as w:
         for row in rows:
-            values = row_values(row)
-            split = facts.split(values)
-            w.write_split(values, split)
-            sink.add_split(values, split)
+            base, line = facts.line(row_values(row))
+            w.write_line(line)
+            sink.add_line(base, line)
     sink.close()
     frame = read_parquet(tmp_path / "rows.parquet")
     assert "@facts" not in frame.columns

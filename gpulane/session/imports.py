@@ -128,10 +128,9 @@ class RunOut:
                 self.writer = RowWriter(self.path, sync=False, facts=self.facts)
                 self.parquet = ParquetRows(self.path)  # built as rows pass: one batch in memory
             assert self.parquet is not None and self.facts is not None
-            values = row_values(row)
-            split = self.facts.split(values)  # once for both files
-            self.writer.write_split(values, split)
-            self.parquet.add_split(values, split)
+            base, line = self.facts.line(row_values(row))  # once for both files
+            self.writer.write_line(line)
+            self.parquet.add_line(base, line)
         except OSError as err:
             raise InputError(f"--out {self.path}: cannot write: {err.strerror or err}") from None
         self.count += 1
