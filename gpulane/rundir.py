@@ -26,8 +26,11 @@ from gpulane.record import (
     ROWS_JSONL,
     Row,
     RowWriter,
+    facts_file,
     new_run_id,
+    parquet_file,
     read_rows,
+    rows_file,
     write_parquet,
 )
 
@@ -42,9 +45,24 @@ class RunDir:
     path: Path
     build: str
 
+    @classmethod
+    def at(cls, path: str | os.PathLike[str]) -> RunDir:
+        """A run directory that exists already (read back, resumed): its name is its id."""
+        p = Path(path)
+        return cls(p.name, p, "")
+
     @property
     def rows_path(self) -> Path:
-        return self.path / ROWS_JSONL
+        return rows_file(self.path)
+
+    @property
+    def parquet_path(self) -> Path:
+        return parquet_file(self.path)
+
+    @property
+    def facts_path(self) -> Path:
+        """The facts its rows share, stored once (imported runs; gpulane.runfacts)."""
+        return facts_file(self.path)
 
     def rows(self) -> list[dict[str, Any]]:
         return list(read_rows(self.rows_path)) if self.rows_path.exists() else []
@@ -60,9 +78,16 @@ class RunDir:
         try:
             return write_parquet(self.path)
         except OSError as err:
-            (self.path / "rows.parquet.tmp").unlink(missing_ok=True)
+            self.parquet_path.with_suffix(".parquet.tmp").unlink(missing_ok=True)
             _warn(f"could not write rows.parquet in {self.path}: {err.strerror or err}")
             return None
+
+
+def rows_files_under(path: str | os.PathLike[str]) -> list[Path]:
+    """The rows files of every run directory at or under ``path`` (or ``path`` itself,
+    a rows file)."""
+    p = Path(path)
+    return sorted(p.rglob(ROWS_JSONL)) if p.is_dir() else [p]
 
 
 def _warn(message: str) -> None:

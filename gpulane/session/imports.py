@@ -52,6 +52,7 @@ from gpulane.record import (
     row_values,
     run_facts,
 )
+from gpulane.rundir import RunDir
 from gpulane.runfacts import RunFacts
 
 # format -> importer module (the contract above), or "module:main" with its own argv
@@ -102,7 +103,7 @@ class RunOut:
         self.path = Path(path)
         if self.path.exists() and not self.path.is_dir():
             raise InputError(f"--out {path}: not a directory")
-        if (self.path / ROWS_JSONL).exists():
+        if RunDir.at(self.path).rows_path.exists():
             raise InputError(
                 f"--out {path}: already holds {ROWS_JSONL}; give a new directory (rows of "
                 "different parses are not mixed)"
@@ -240,7 +241,7 @@ def import_files(req: ImportRequest) -> int:
         if out is not None:
             out.finish()
     if out is not None and tally.rows:
-        sys.stderr.write(f"# {tally.rows} rows: {out.path / ROWS_JSONL} and rows.parquet\n")
+        sys.stderr.write(f"# {tally.rows} rows: {RunDir.at(out.path).rows_path} and rows.parquet\n")
     if tally.rows == 0:
         raise RunFailed(f"parse {name}: the files gave no rows")
     if tally.rows > tally.ok:
