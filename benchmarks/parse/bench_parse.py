@@ -3,13 +3,16 @@
 Builds nccl-tests logs of the sizes asked (10, 100, 1000 MB by default) in a temporary
 directory, by repeating the real captured logs in tests/fixtures (every single-test text
 log of h200x2/ and public/nccl-tests/, one after another, so that the log holds many runs
-of different collectives, formats and widths), or, for ``--format json``, one -J JSON
+of different collectives, formats and widths), or, with ``--shape long``, one test of 16
+ranks whose table goes on (the shape ``-N`` cycles print), or, for ``--format json``, one -J JSON
 document whose results are the real ones repeated. Then runs the command once per size in
 a child process and records its wall time, CPU time (user + system, which other load on
 the machine does not inflate as much) and peak resident memory (from wait4, for that child
-alone). The table is printed as Markdown; ``--json FILE`` also writes the figures.
+alone), and the size of rows.jsonl (and of all the outputs). The table is printed as
+Markdown; ``--json FILE`` also writes the figures.
 
     PYTHONPATH=$PWD python3 benchmarks/parse/bench_parse.py --sizes 10 100 1000
+    PYTHONPATH=$PWD python3 benchmarks/parse/bench_parse.py --shape long --sizes 10 100
     PYTHONPATH=$PWD python3 benchmarks/parse/bench_parse.py --format json --sizes 10 100
     # the same logs through another checkout (e.g. the parser before streaming):
     python3 benchmarks/parse/bench_parse.py --code /tmp/base --sizes 10
@@ -164,7 +167,11 @@ def main() -> int:
             build = build_long_log if args.shape == "long" else build_text_log
             (build_json_log if args.format == "json" else build)(log, size * MB)
             shape = "one" if args.format == "json" else args.shape
-            r = {"format": args.format, "shape": shape, **measure(log, Path(tmp) / "out", args.code)}
+            r = {
+                "format": args.format,
+                "shape": shape,
+                **measure(log, Path(tmp) / "out", args.code),
+            }
         results.append(r)
         print(
             f"| {r['format']} | {r['shape']} | {r['log_mb']} | {r['rows']} | {r['jsonl_mb']} | "
