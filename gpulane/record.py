@@ -420,6 +420,8 @@ class ParquetRows:
         return columns
 
     def add(self, row: Row | dict[str, Any]) -> None:
+        if self._lines:
+            raise ValueError("ParquetRows: rows and lines of rows are not mixed")
         if isinstance(row, Row):
             values = list(_FIELD_VALUES(row))
         else:
