@@ -14,13 +14,27 @@ import os
 import socket
 import tempfile
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from gpulane.errors import print_warning
+from gpulane.runfacts import (
+    FACTS_JSONL,
+    FACTS_KEY,
+    FactsReader,
+    RunFacts,
+    SharedText,
+    join,
+    join_frame,
+)
+
+# Re-exported: rows are made with them (importers, rundir).
+from gpulane.shaping_env import ENV_PREFIXES as ENV_PREFIXES
+from gpulane.shaping_env import GPULANE_SET_ENV as GPULANE_SET_ENV
+from gpulane.shaping_env import shaping_env as shaping_env
 
 ROWS_JSONL = "rows.jsonl"
 ROWS_PARQUET = "rows.parquet"
@@ -130,61 +144,59 @@ def _copied(value: Any) -> Any:
 
 
 _JSON_COLUMNS = ("env", "versions", "extra")
+_EXTRA = FIELDS.index("extra")
+# The fields that name a run rather than a point: rows that share them (and the nested
+# facts in ``extra``) share one entry of facts.jsonl (see gpulane.runfacts).
+RUN_FIELDS = (
+    "run_id",
+    "kind",
+    "backend",
+    "op",
+    "started_at",
+    "build",
+    "host",
+    "nodes",
+    "world_size",
+    "graph",
+    "iters",
+    "path",
+    "source",
+    "env",
+    "versions",
+)
 _FIELD_VALUES = operator.attrgetter(*FIELDS)  # a Row's values, in FIELDS order
 # One encoder each (json.dumps with options builds a new one per call).
 _ENCODE = json.JSONEncoder(default=str).encode
 _ENCODE_SORTED = json.JSONEncoder(sort_keys=True, default=str).encode
+# Row lines that hold only a row's own values: no spaces (they are most of such a line).
+_ENCODE_COMPACT = json.JSONEncoder(default=str, separators=(",", ":")).encode
 
 
-class SharedText:
-    """JSON text of dicts whose nested dicts (one or two levels down) are often the very
-    same objects from one row to the next, such as an importer's facts of a run in every
-    row's ``extra``: such a dict is encoded once and its text spliced into each row.
+def rows_file(run_dir: str | os.PathLike[str]) -> Path:
+    """A run directory's rows (JSON Lines)."""
+    return Path(run_dir) / ROWS_JSONL
 
-    Only for writers that do not change a nested dict once a row holding it was encoded.
-    The text is what ``encode`` gives for the whole dict."""
 
-    def __init__(self, encode: Callable[[Any], str], keys: Iterable[str] | None = None) -> None:
-        self._encode = encode
-        self._keys = None if keys is None else tuple(keys)  # the top keys that hold dicts
-        # (keys down to it) -> (the dict last seen there, its text once seen twice in a row)
-        self._last: dict[tuple[str, ...], tuple[Any, str | None]] = {}
+def parquet_file(run_dir: str | os.PathLike[str]) -> Path:
+    """A run directory's tabular copy of its rows."""
+    return Path(run_dir) / ROWS_PARQUET
 
-    def __call__(self, data: dict[str, Any]) -> str:
-        marks: list[tuple[str, str]] = []
-        text = self._encode(self._swap(data, (), marks))
-        for mark, shared in marks:
-            text = text.replace(mark, shared, 1)
-        return text
 
-    def _swap(
-        self, data: dict[str, Any], path: tuple[str, ...], marks: list[tuple[str, str]]
-    ) -> dict[str, Any]:
-        """``data`` with each nested dict seen again in place replaced by a mark."""
-        out = data
-        keys = data if path or self._keys is None else self._keys
-        for key in keys:
-            value = data.get(key)
-            if type(value) is not dict:
-                continue
-            where = (*path, key)
-            last = self._last.get(where)
-            if last is not None and last[0] is value:
-                shared = last[1]
-                if shared is None:
-                    shared = self._encode(value)
-                    self._last[where] = (value, shared)
-                mark = f"\x00gpulane-shared-{len(marks)}\x00"
-                marks.append((f'"\\u0000gpulane-shared-{len(marks)}\\u0000"', shared))
-                new: Any = mark
-            else:
-                self._last[where] = (value, None)
-                new = self._swap(value, where, marks) if not path else value
-            if new is not value:
-                if out is data:
-                    out = dict(data)
-                out[key] = new
-        return out
+def facts_file(run_dir: str | os.PathLike[str]) -> Path:
+    """A run directory's facts shared by its rows (see gpulane.runfacts)."""
+    return Path(run_dir) / FACTS_JSONL
+
+
+def run_facts(run_dir: str | os.PathLike[str]) -> RunFacts:
+    """The facts of an imported run, for its RowWriter and ParquetRows to share."""
+    return RunFacts(run_dir, FIELDS, RUN_FIELDS, _ENCODE_COMPACT)
+
+
+def row_values(row: Row | dict[str, Any]) -> list[Any]:
+    """A row's values in FIELDS order (keys that are not fields go into ``extra``)."""
+    if not isinstance(row, Row):
+        row = Row.from_dict(row)
+    return list(_FIELD_VALUES(row))
 
 
 class RowWriter:
@@ -192,10 +204,21 @@ class RowWriter:
 
     With ``sync=False`` (rows imported from a file, which can be imported again, by the
     only writer of the file) rows are buffered and durable at :meth:`close`, and nested
-    dicts shared from row to row are encoded once (see :class:`SharedText`)."""
+    dicts shared from row to row are encoded once (see :class:`SharedText`).
 
-    def __init__(self, run_dir: str | os.PathLike[str], *, sync: bool = True) -> None:
+    With ``facts`` (an imported run, one writer), what rows share is written once to
+    facts.jsonl and each line holds a row's own values (see gpulane.runfacts); the
+    facts are written and closed with the rows."""
+
+    def __init__(
+        self,
+        run_dir: str | os.PathLike[str],
+        *,
+        sync: bool = True,
+        facts: RunFacts | None = None,
+    ) -> None:
         self.sync = sync
+        self.facts = facts
         # Imported rows: a run's shared facts are encoded once (see SharedText).
         self._encode = _ENCODE if sync else SharedText(_ENCODE, _JSON_COLUMNS)
         self.run_dir = Path(run_dir)
@@ -213,6 +236,9 @@ class RowWriter:
                 raise
 
     def write(self, row: Row | dict[str, Any]) -> None:
+        if self.facts is not None:
+            self.write_line(self.facts.line(row_values(row))[1])
+            return
         # The fields as they are (the encoder copies nothing; to_dict deep-copies, slowly).
         data = dict(zip(FIELDS, _FIELD_VALUES(row), strict=True)) if isinstance(row, Row) else row
         # One write call per line: concurrent appenders never interleave within a line.
@@ -221,7 +247,13 @@ class RowWriter:
             self._fh.flush()
             os.fsync(self._fh.fileno())
 
+    def write_line(self, line: dict[str, Any]) -> None:
+        """A row's line of its own values (:meth:`RunFacts.line`)."""
+        self._fh.write(_ENCODE_COMPACT(line) + "\n")
+
     def close(self) -> None:
+        if self.facts is not None:
+            self.facts.close()
         if not self._fh.closed:
             try:
                 self._fh.flush()
@@ -246,16 +278,18 @@ def _ends_with_newline(path: Path) -> bool:
 def read_rows(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
     """Rows of a JSON Lines file, or of every rows.jsonl under a directory.
 
-    Every complete line is returned. A line that is not a JSON object is skipped, and a
-    warning says how many were, and which (once per file and size in a process): a last
-    line cut off by a crash, or lines damaged after the run wrote them.
+    Every complete line is returned, joined with its run's facts (facts.jsonl beside it,
+    see gpulane.runfacts). A line that is not a JSON object, or whose facts are missing,
+    is skipped, and a warning says how many were, and which (once per file and size in a
+    process): a last line cut off by a crash, or lines damaged after the run wrote them.
     """
     p = Path(path)
     files = sorted(p.rglob(ROWS_JSONL)) if p.is_dir() else [p]
     for f in files:
         bad: list[int] = []
         cut = False
-        with open(f, encoding="utf-8", errors="replace") as fh:
+        facts = FactsReader(f.parent / FACTS_JSONL)
+        with facts, open(f, encoding="utf-8", errors="replace") as fh:
             for number, raw in enumerate(fh, 1):
                 line = raw.strip()
                 if not line:
@@ -264,6 +298,9 @@ def read_rows(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
                     row = json.loads(line)
                 except json.JSONDecodeError:
                     row = None
+                if isinstance(row, dict) and FACTS_KEY in row:
+                    base = facts.get(row[FACTS_KEY]) if type(row[FACTS_KEY]) is int else None
+                    row = None if base is None else join(row, base)
                 if isinstance(row, dict):
                     yield row
                 elif raw.endswith("\n"):
@@ -328,16 +365,72 @@ class ParquetRows:
         self._schemas: list[Any] = []  # of the part files, once there are parts
         self._names: list[str] = list(FIELDS)
         self._batch: list[list[Any]] = []
+        self._lines: list[tuple[list[Any], dict[str, Any]]] = []  # see add_line
         self._encoders = {FIELDS.index(name): SharedText(_ENCODE_SORTED) for name in _JSON_COLUMNS}
         self._last: dict[int, tuple[Any, str]] = {}  # column -> (dict, its text)
 
+    def add_line(self, base: list[Any], line: dict[str, Any]) -> None:
+        """A row as its line beside its run's facts (:meth:`RunFacts.line`) and the first row
+        of those facts (``base``, in FIELDS order): its ``extra`` keeps only the row's own
+        keys, and the column ``@facts`` names the facts (joined again by read_parquet).
+        The columns are made a batch at a time from the lines (most fields are the
+        base's)."""
+        if self._batch:
+            raise ValueError("ParquetRows: rows and lines of rows are not mixed")
+        if FACTS_KEY not in self._names:
+            self._names.append(FACTS_KEY)
+        self._lines.append((base, line))
+        if len(self._lines) >= PARQUET_BATCH:
+            self._flush()
+
+    def _line_columns(self, pa: Any) -> list[Any]:
+        """The columns of the lines gathered (see add_line), as arrow arrays. A field no
+        line of the batch holds, under one base, is the base's value repeated."""
+        lines, self._lines = self._lines, []
+        present: set[str] = set()
+        for _, line in lines:
+            present.update(line)
+        one_base = all(base is lines[0][0] for base, _ in lines)
+        texts: dict[int, str] = {}  # id of a dict (held by a base) -> its JSON text
+
+        def text(v: Any) -> str:
+            if type(v) is not dict:
+                return _ENCODE_SORTED(v)
+            found = texts.get(id(v))
+            if found is None:
+                found = texts[id(v)] = _ENCODE_SORTED(v)
+            return found
+
+        columns = []
+        for i, name in enumerate(FIELDS):
+            if i == _EXTRA:
+                column = [_ENCODE_SORTED(line.get("extra") or {}) for _, line in lines]
+            elif one_base and name not in present:
+                value = lines[0][0][i]
+                columns.append(
+                    _repeated(pa, text(value) if name in _JSON_COLUMNS else value, len(lines))
+                )
+                continue
+            else:
+                column = [line.get(name, base[i]) for base, line in lines]
+                if name in _JSON_COLUMNS:
+                    column = [text(v) for v in column]
+            columns.append(_array(pa, column))
+        columns.append(_array(pa, [line[FACTS_KEY] for _, line in lines]))
+        return columns
+
     def add(self, row: Row | dict[str, Any]) -> None:
+        if self._lines:
+            raise ValueError("ParquetRows: rows and lines of rows are not mixed")
         if isinstance(row, Row):
             values = list(_FIELD_VALUES(row))
         else:
             for key in row.keys() - set(self._names):
                 self._names.append(key)
             values = [row.get(name) for name in self._names]
+        self._add_values(values)
+
+    def _add_values(self, values: list[Any]) -> None:
         for k, encode in self._encoders.items():
             value = values[k]
             last = self._last.get(k)
@@ -356,13 +449,16 @@ class ParquetRows:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        if not self._batch:
+        if self._lines:
+            columns = self._line_columns(pa)
+        elif self._batch:
+            width = len(self._names)
+            for values in self._batch:  # rows from before a new key appeared
+                values.extend([None] * (width - len(values)))
+            columns = [_array(pa, column) for column in zip(*self._batch, strict=True)]
+            self._batch = []
+        else:
             return
-        width = len(self._names)
-        for values in self._batch:  # rows from before a new key appeared
-            values.extend([None] * (width - len(values)))
-        columns = [_array(pa, column) for column in zip(*self._batch, strict=True)]
-        self._batch = []
         table = pa.table(columns, names=self._names)
         if not self._schemas:
             if self._writer is None:
@@ -440,6 +536,16 @@ def _array(pa: Any, column: Iterable[Any]) -> Any:
         )
 
 
+def _repeated(pa: Any, value: Any, n: int) -> Any:
+    """``value`` ``n`` times, as :func:`_array` makes a column of it."""
+    if value is None:
+        return pa.nulls(n)
+    try:
+        return pa.repeat(value, n)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+        return _array(pa, [value] * n)
+
+
 def _unified(pa: Any, schemas: list[Any]) -> Any:
     """One schema for the part files: arrow's own promotion (null -> int -> float), and
     text for a column whose parts disagree otherwise (int in one, text in another)."""
@@ -480,48 +586,6 @@ def read_parquet(path: str | os.PathLike[str]) -> Any:
     for name in _JSON_COLUMNS:
         if name in frame.columns:
             frame[name] = frame[name].map(lambda v: json.loads(v) if isinstance(v, str) else v)
+    if FACTS_KEY in frame.columns:  # the run's shared facts, joined into extra again
+        frame = join_frame(frame, Path(path).parent / FACTS_JSONL)
     return frame
-
-
-# -- env: the variables that shape a result, kept on every row ----------------------------
-ENV_PREFIXES = (
-    "NCCL_",
-    "TORCH_NCCL",
-    "CUDA_VISIBLE_DEVICES",
-    "CUDA_DEVICE_MAX_CONNECTIONS",
-    "GLOO_",
-    "OMPI_MCA",
-    "UCX_",
-)
-
-
-# Set by installers, launchers and gpulane's own scripts; they do not shape a result.
-ENV_IGNORED = {"NCCL_TESTS_HOME", "NCCL_VERSION", "NCCL_HOME"}
-# mpirun's own bookkeeping (OMPI_MCA_mpi_oversubscribe, which does shape timings, stays).
-ENV_IGNORED_PREFIXES = (
-    "OMPI_MCA_orte_",
-    "OMPI_MCA_ess",
-    "OMPI_MCA_pmix",
-    "OMPI_MCA_initial_wdir",
-    "OMPI_MCA_shmem_RUNTIME_QUERY_hint",
-)
-
-
-# Names the variables gpulane set for the ranks itself (NCCL_DEBUG for the transport
-# capture, rundir.nccl_capture_env): they do not shape a result the user chose.
-GPULANE_SET_ENV = "GPULANE_SET_ENV"
-
-
-def shaping_env(env: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment variables that shape a result (NCCL_*, ...), for the rows; those
-    gpulane set itself (named in GPULANE_SET_ENV) are left out."""
-    env = dict(os.environ) if env is None else env
-    ours = {k.strip() for k in env.get(GPULANE_SET_ENV, "").split(",") if k.strip()}
-    return {
-        k: v
-        for k, v in sorted(env.items())
-        if k.startswith(ENV_PREFIXES)
-        and k not in ENV_IGNORED
-        and k not in ours
-        and not k.startswith(ENV_IGNORED_PREFIXES)
-    }

@@ -16,19 +16,21 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from omegaconf import OmegaConf
 
-from gpulane.config.common import CommonConfig, PresetConfig
 from gpulane.errors import InputError
 from gpulane.record import (
     GPULANE_SET_ENV,
     ROWS_JSONL,
     Row,
     RowWriter,
+    facts_file,
     new_run_id,
+    parquet_file,
     read_rows,
+    rows_file,
     write_parquet,
 )
 
@@ -43,9 +45,24 @@ class RunDir:
     path: Path
     build: str
 
+    @classmethod
+    def at(cls, path: str | os.PathLike[str]) -> RunDir:
+        """A run directory that exists already (read back, resumed): its name is its id."""
+        p = Path(path)
+        return cls(p.name, p, "")
+
     @property
     def rows_path(self) -> Path:
-        return self.path / ROWS_JSONL
+        return rows_file(self.path)
+
+    @property
+    def parquet_path(self) -> Path:
+        return parquet_file(self.path)
+
+    @property
+    def facts_path(self) -> Path:
+        """The facts its rows share, stored once (imported runs; gpulane.runfacts)."""
+        return facts_file(self.path)
 
     def rows(self) -> list[dict[str, Any]]:
         return list(read_rows(self.rows_path)) if self.rows_path.exists() else []
@@ -61,9 +78,16 @@ class RunDir:
         try:
             return write_parquet(self.path)
         except OSError as err:
-            (self.path / "rows.parquet.tmp").unlink(missing_ok=True)
+            self.parquet_path.with_suffix(".parquet.tmp").unlink(missing_ok=True)
             _warn(f"could not write rows.parquet in {self.path}: {err.strerror or err}")
             return None
+
+
+def rows_files_under(path: str | os.PathLike[str]) -> list[Path]:
+    """The rows files of every run directory at or under ``path`` (or ``path`` itself,
+    a rows file)."""
+    p = Path(path)
+    return sorted(p.rglob(ROWS_JSONL)) if p.is_dir() else [p]
 
 
 def _warn(message: str) -> None:
@@ -86,7 +110,27 @@ def disk_note(path: Path) -> str:
     return f"; the filesystem of {path} is full ({free >> 10} KiB free)"
 
 
-C = TypeVar("C", bound=CommonConfig)
+class CommonConfig(Protocol):
+    """What a run directory needs of a command's configuration (config.common's
+    CommonConfig has it). Named here, not imported: the configuration is read on the
+    floor above, and knows the run directory's files, not the other way round."""
+
+    build: str | None
+    results_dir: str
+    env: dict[str, str]
+
+
+class PresetConfig(Protocol):
+    """A preset's name and variables (config.common's PresetConfig)."""
+
+    name: str
+    env: dict[str, str]
+
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+C = TypeVar("C", bound="DataclassInstance")
 
 
 def build_label(cfg: CommonConfig) -> str:

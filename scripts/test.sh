@@ -18,21 +18,43 @@ fi
 # torch==2.13.0 is the CPU build on these machines; a bare `torch` would pull CUDA.
 python3 -m pip install -q --disable-pip-version-check torch==2.13.0 -e ".[test,mpi]"
 
+# Lint, types, the README figures (~20 s) and the mutation gate of the fast core targets
+# (spec, pattern+values, paths: ~3 min on a 2-core VM, against
+# benchmarks/tests/mutation.json; the whole gate, every target, ~25 min, is
+# `python3 -m benchmarks.tests.gate`, run by hand when the core changes) run beside the
+# Slurm start and the tests: they read the sources and write nothing the tests read (the
+# gate mutates a scratch copy). Their output is printed after the tests', and any of them
+# failing fails the run.
+checks_log=$(mktemp)
+setsid bash -c '
+  set -euo pipefail
+  ruff check gpulane tests benchmarks
+  ruff format --check gpulane tests benchmarks
+  mypy
+  python3 -m benchmarks.check
+  python3 -m benchmarks.tests.gate --fast
+' >"$checks_log" 2>&1 &
+checks_pid=$!
+# A failure before the end (set -e) stops the checks too: nothing is left running.
+trap 'kill -- -"$checks_pid" 2>/dev/null || true; rm -f "$checks_log"' EXIT
+
 # the single-node cluster, the 2-node one, and the 8-node one of tests/launch/test_slurm_cluster.py
 bash scripts/slurm-up.sh 8
 
-ruff check gpulane tests benchmarks
-ruff format --check gpulane tests benchmarks
-mypy
-# Every figure of every benchmarks README, recomputed from the committed data (~20 s).
-python3 -m benchmarks.check
-# Mutation score of the fast core targets (spec, pattern+values, paths: ~3 min on a 2-core
-# VM) against benchmarks/tests/mutation.json; the whole gate (every target, ~25 min) is
-# `python3 -m benchmarks.tests.gate`, run by hand when the core changes.
-python3 -m benchmarks.tests.gate --fast
+# The tests on several workers (pytest-xdist): on 2 cores, 3 workers keep both busy while
+# one of them waits on Slurm or on ranks. Tests that share a cluster (Slurm, mpirun) stay
+# on one worker, one after another (tests/conftest.py). GPULANE_TEST_WORKERS=0: no workers.
+workers=${GPULANE_TEST_WORKERS:-$(( $(nproc) + 1 ))}
 set +e
-python3 -m pytest -q -p no:cacheprovider "$@"
+python3 -m pytest -q -p no:cacheprovider -n "$workers" --dist loadgroup "$@"
 status=$?
 # pytest's 5 means no test ran: that is a failure too.
 [ "$status" -eq 5 ] && echo "no tests ran" && status=1
+wait "$checks_pid"
+checks=$?
+cat "$checks_log"
+if [ "$checks" -ne 0 ]; then
+  echo "lint, types, README figures or the mutation gate failed (exit $checks): see above"
+  [ "$status" -eq 0 ] && status=1
+fi
 exit "$status"

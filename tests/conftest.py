@@ -25,3 +25,20 @@ if os.environ.get("GPULANE_CI"):
 
     _hyp_settings.register_profile("ci", derandomize=True, print_blob=True)
     _hyp_settings.load_profile("ci")
+
+
+# CI runs the tests on several workers (pytest-xdist, ``-n N --dist loadgroup``, see
+# scripts/test.sh). Tests that share a real cluster run on one worker, one after another,
+# as they would without workers: the Slurm clusters (their nodes, queues and the faults the
+# 8-node campaigns inject) and Open MPI's mpirun (ranks oversubscribing the two cores).
+# Everything else runs beside them. Without -n the groups change nothing.
+SERIAL_GROUPS = {"slurm": "slurm", "mpi": "mpi"}
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        for marker, group in SERIAL_GROUPS.items():
+            if item.get_closest_marker(marker) is not None:
+                item.add_marker(pytest.mark.xdist_group(group))
+                break

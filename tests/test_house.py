@@ -88,6 +88,28 @@ def test_no_import_cycle_even_inside_functions() -> None:
     assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
 
 
+def package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The import graph between gpulane's top packages and modules (gpulane.config,
+    gpulane.rundir, ...): an arrow for each import from one into another."""
+
+    def top(name: str) -> str:
+        return ".".join(name.split(".")[:2])
+
+    out: dict[str, set[str]] = {}
+    for source, targets in graph.items():
+        out.setdefault(top(source), set()).update(top(t) for t in targets if top(t) != top(source))
+    return out
+
+
+def test_no_arrow_runs_back_up_between_packages() -> None:
+    """Modules of one floor may import each other (import-linter's ``:``), but never both
+    ways between two packages: config imports rundir, so rundir imports no config."""
+    cycle = find_cycle(package_graph(import_graph()))
+    assert cycle is None, "packages importing each other: " + " -> ".join(cycle or [])
+    planted = package_graph({"gpulane.a.x": {"gpulane.b"}, "gpulane.b": {"gpulane.a.y"}})
+    assert find_cycle(planted) == ["gpulane.a", "gpulane.b", "gpulane.a"]
+
+
 def test_the_cycle_finder_finds_a_planted_cycle() -> None:
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert find_cycle(graph) == ["a", "b", "c", "a"]

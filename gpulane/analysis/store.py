@@ -27,6 +27,7 @@ import pandas as pd
 
 from gpulane.errors import InputError
 from gpulane.record import FIELDS, ROWS_JSONL, ROWS_PARQUET, read_parquet, read_rows, rows_frame
+from gpulane.rundir import RunDir
 from gpulane.topology.model import Topology
 from gpulane.units import format_size, parse_size
 
@@ -65,7 +66,8 @@ def find_run_dirs(path: str | os.PathLike[str]) -> list[Path]:
 
 
 def _read_run_dir(run_dir: Path) -> pd.DataFrame:
-    jsonl, parquet = run_dir / ROWS_JSONL, run_dir / ROWS_PARQUET
+    run = RunDir.at(run_dir)
+    jsonl, parquet = run.rows_path, run.parquet_path
     if parquet.exists() and (
         not jsonl.exists() or parquet.stat().st_mtime >= jsonl.stat().st_mtime
     ):

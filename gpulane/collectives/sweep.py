@@ -99,8 +99,9 @@ def point_key(op: str, dtype: str, requested_bytes: int, in_place: bool) -> str:
 def measured_points(run_dir: Any) -> set[str]:
     """Points a run directory already holds good rows for (what `resume=` skips)."""
     from gpulane.record import read_rows
+    from gpulane.rundir import RunDir
 
-    path = run_dir / "rows.jsonl"
+    path = RunDir.at(run_dir).rows_path
     if not path.exists():
         return set()
     return {

@@ -17,6 +17,7 @@ from gpulane.config.backend import BACKENDS
 from gpulane.config.common import PresetConfig
 from gpulane.config.launcher import LAUNCHERS
 from gpulane.errors import InputError
+from gpulane.rundir import CONFIG_FILE  # the floor below: it knows no configuration
 
 T = TypeVar("T")
 
@@ -143,8 +144,6 @@ def config_error(err: OmegaConfBaseException) -> str:
 
 def load_saved(run_dir: str | os.PathLike[str], schema: type[T] | None) -> Any:
     """The configuration a run saved for its ranks, as ``schema`` (as saved when None)."""
-    from gpulane.rundir import CONFIG_FILE
-
     path = Path(run_dir) / CONFIG_FILE
     loaded = OmegaConf.load(path)
     assert isinstance(loaded, DictConfig)

@@ -43,7 +43,17 @@ from types import ModuleType
 from typing import Any
 
 from gpulane.errors import InputError, RunFailed
-from gpulane.record import ROWS_JSONL, ParquetRows, Row, RowWriter, new_run_id
+from gpulane.record import (
+    ROWS_JSONL,
+    ParquetRows,
+    Row,
+    RowWriter,
+    new_run_id,
+    row_values,
+    run_facts,
+)
+from gpulane.rundir import RunDir
+from gpulane.runfacts import RunFacts
 
 # format -> importer module (the contract above), or "module:main" with its own argv
 FORMATS: dict[str, str] = {
@@ -93,7 +103,7 @@ class RunOut:
         self.path = Path(path)
         if self.path.exists() and not self.path.is_dir():
             raise InputError(f"--out {path}: not a directory")
-        if (self.path / ROWS_JSONL).exists():
+        if RunDir.at(self.path).rows_path.exists():
             raise InputError(
                 f"--out {path}: already holds {ROWS_JSONL}; give a new directory (rows of "
                 "different parses are not mixed)"
@@ -108,16 +118,20 @@ class RunOut:
             raise InputError(f"--out {path}: cannot write there: {err.strerror or err}") from None
         self.writer: RowWriter | None = None
         self.parquet: ParquetRows | None = None
+        self.facts: RunFacts | None = None
         self.count = 0
 
-    def write(self, row: dict[str, Any]) -> None:
+    def write(self, row: Row) -> None:
         try:
             if self.writer is None:
-                self.writer = RowWriter(self.path, sync=False)  # the input stays on disk
+                # The run's shared facts go to facts.jsonl once, the rows hold their own.
+                self.facts = run_facts(self.path)
+                self.writer = RowWriter(self.path, sync=False, facts=self.facts)
                 self.parquet = ParquetRows(self.path)  # built as rows pass: one batch in memory
-            self.writer.write(row)
-            assert self.parquet is not None
-            self.parquet.add(row)
+            assert self.parquet is not None and self.facts is not None
+            base, line = self.facts.line(row_values(row))  # once for both files
+            self.writer.write_line(line)
+            self.parquet.add_line(base, line)
         except OSError as err:
             raise InputError(f"--out {self.path}: cannot write: {err.strerror or err}") from None
         self.count += 1
@@ -156,17 +170,17 @@ class _Tally:
 
 def _through(
     files: list[str], module: ModuleType, out: RunOut | None, tally: _Tally, **kwargs: Any
-) -> Iterator[tuple[Row, dict[str, Any]]]:
-    """Every file's rows in turn (with their dict form), each written to --out as it passes."""
+) -> Iterator[Row]:
+    """Every file's rows in turn, each written to --out as it passes (not copied: a row's
+    nested facts are the run's, shared from row to row)."""
     for path in files:
         ok_before = tally.ok
         for row in module.stream_rows(path, **kwargs):
-            data = row.to_dict()
             tally.rows += 1
             tally.ok += row.status == "ok"
             if out is not None:
-                out.write(data)
-            yield row, data
+                out.write(row)
+            yield row
         if tally.ok == ok_before:
             tally.empty.append(path)
 
@@ -185,13 +199,13 @@ def _stdout_gone() -> None:
         os.dup2(devnull, sys.stdout.fileno())
 
 
-def _show(rows: Iterable[tuple[Row, dict[str, Any]]], module: ModuleType, as_json: bool) -> None:
+def _show(rows: Iterable[Row], module: ModuleType, as_json: bool) -> None:
     if as_json:
-        for _, data in rows:
-            sys.stdout.write(strict_json(data) + "\n")
+        for row in rows:
+            sys.stdout.write(strict_json(row.to_dict()) + "\n")
         sys.stdout.flush()
     else:
-        module.render((row for row, _ in rows), _console())
+        module.render(rows, _console())
 
 
 @dataclass
@@ -227,7 +241,7 @@ def import_files(req: ImportRequest) -> int:
         if out is not None:
             out.finish()
     if out is not None and tally.rows:
-        sys.stderr.write(f"# {tally.rows} rows: {out.path / ROWS_JSONL} and rows.parquet\n")
+        sys.stderr.write(f"# {tally.rows} rows: {RunDir.at(out.path).rows_path} and rows.parquet\n")
     if tally.rows == 0:
         raise RunFailed(f"parse {name}: the files gave no rows")
     if tally.rows > tally.ok:

@@ -50,7 +50,11 @@ def test_one_out_layout_for_every_format(
     )  # fmt: skip
     assert status == 0, err
     printed = json_rows(out)
-    assert sorted(p.name for p in out_dir.iterdir()) == ["rows.jsonl", "rows.parquet"]
+    assert sorted(p.name for p in out_dir.iterdir()) == [
+        "facts.jsonl",
+        "rows.jsonl",
+        "rows.parquet",
+    ]
     stored = list(read_rows(out_dir / "rows.jsonl"))
     assert stored == printed
     assert {(r["build"], r["run_id"]) for r in stored} == {("b1", "r1")}

@@ -19,6 +19,7 @@ import pytest
 
 from gpulane.config.commands import SweepConfig
 from gpulane.config.load import typed
+from gpulane.launch.base import log_path
 from gpulane.launch.mpirun.command import (
     Mpi4pyInfo,
     all_local,
@@ -26,7 +27,8 @@ from gpulane.launch.mpirun.command import (
     check_mpi4py,
     physical_cores,
 )
-from gpulane.launch.mpirun.failure import mpirun_failure
+from gpulane.launch.mpirun.failure import describe_failure, mpirun_failure
+from gpulane.rundir import write_heartbeat, write_rank_error
 from tests.helpers import run_mpirun
 
 pytestmark = pytest.mark.mpi
@@ -309,6 +311,26 @@ def test_mpirun_failure_messages() -> None:
     slots = "There are not enough slots available in the system to satisfy the 9\nslots"
     rank, _, summary = mpirun_failure(slots)
     assert rank is None and summary and "not enough slots" in summary
+
+
+def test_failure_names_the_rank_that_wrote_its_error(tmp_path: Path) -> None:
+    """The diagnosis reads the errors the ranks wrote (.heartbeat/error-N), not text in
+    their logs: a log line that looks like an error is only a rank's last output."""
+    for rank, text in ((0, "gpulane: error: only printed, not written\n"), (1, "working\n")):
+        log_path(tmp_path, rank).parent.mkdir(parents=True, exist_ok=True)
+        log_path(tmp_path, rank).write_text(text)
+        write_heartbeat(tmp_path, rank, 3, "all_reduce 1 MiB", f"host{rank}")
+    (tmp_path / "logs" / "mpirun.log").write_text("  Process name: [[1,1],0]\n  Exit code:    1\n")
+    write_rank_error(tmp_path, 1, 3, "the plan needs 4 GPUs, this node has 2")
+    message, ranks, where = describe_failure(tmp_path, 2, 1)
+    assert ranks == [1] and where == "all_reduce 1 MiB"
+    assert "rank 1 (pid" in message and "on host1)" in message
+    assert "its last output: gpulane: error: rank 1: the plan needs 4 GPUs, this node has 2" in (
+        message
+    )
+    (tmp_path / ".heartbeat" / "error-1").unlink()  # no rank wrote an error
+    message, ranks, _ = describe_failure(tmp_path, 2, 1)
+    assert ranks == [0] and "its last output: gpulane: error: only printed, not written" in message
 
 
 def test_mpi4py_flavor_check() -> None:

@@ -20,7 +20,8 @@ from gpulane.analysis.store import (
 )
 from gpulane.campaigns.accept.suite import probe_live_topology
 from gpulane.errors import InputError
-from gpulane.record import ROWS_JSONL, RowWriter, write_parquet
+from gpulane.record import RowWriter, write_parquet
+from gpulane.rundir import RunDir
 from gpulane.topology.model import Topology
 
 
@@ -102,16 +103,16 @@ def store_baseline(
     tmp.mkdir(parents=True)
     with RowWriter(tmp) as w:
         for d in frame_dirs:
-            src = d / ROWS_JSONL
-            if src.exists():
+            run = RunDir.at(d)
+            if run.rows_path.exists():
                 from gpulane.record import read_rows
 
-                for row in read_rows(src):
+                for row in read_rows(run.rows_path):
                     w.write(row)
-            elif (d / "rows.parquet").exists():
+            elif run.parquet_path.exists():
                 from gpulane.record import read_parquet
 
-                for row in read_parquet(d / "rows.parquet").to_dict("records"):
+                for row in read_parquet(run.parquet_path).to_dict("records"):
                     w.write(row)
     write_parquet(tmp)
     if topology is not None:

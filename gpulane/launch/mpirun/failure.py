@@ -1,5 +1,6 @@
 """What an mpirun that ended early says: which rank failed first, how, and its last words,
-from mpirun's own summary, the ranks' logs and their heartbeats."""
+from mpirun's own summary, the errors the ranks wrote (rundir.write_rank_error), their
+heartbeats, and the last line of a rank's log where it wrote no error."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import subprocess
 from pathlib import Path
 
 from gpulane.launch.base import describe_exit, log_path, tail
-from gpulane.rundir import LOG_DIR, read_heartbeats
+from gpulane.rundir import LOG_DIR, read_heartbeats, read_rank_errors
 
 MPIRUN_LOG = "mpirun.log"
 
@@ -35,16 +36,13 @@ def mpirun_failure(mpirun_log: str) -> tuple[int | None, int | None, str | None]
     return None, None, " ".join(lines[:6]) if lines else None
 
 
-def _error_line(path: Path) -> str | None:
-    """The last `gpulane: error:` line (or, failing that, the last useful line) of a log."""
-    try:
-        text = path.read_text(errors="replace")
-    except OSError:
-        return None
-    errors = [ln.strip() for ln in text.splitlines() if ln.startswith("gpulane: error:")]
-    if errors:
-        return errors[-1]
-    last = tail(path, 3)
+def _last_words(run_dir: Path, rank: int, errors: dict[int, tuple[int, str]]) -> str | None:
+    """A rank's own account of its error (the structured file it wrote, see
+    rundir.write_rank_error), as the rank printed it; failing that, the last useful line
+    of its log (a crash that is no gpulane error: a traceback's last line)."""
+    if rank in errors:
+        return f"gpulane: error: rank {rank}: {errors[rank][1]}"
+    last = tail(log_path(run_dir, rank), 3)
     return last.splitlines()[-1].strip() if last else None
 
 
@@ -56,11 +54,8 @@ def describe_failure(run_dir: Path, nprocs: int, code: int) -> tuple[str, list[i
     except OSError:
         mlog = ""
     rank, rcode, summary = mpirun_failure(mlog)
-    with_errors = [
-        r
-        for r in range(nprocs)
-        if (_error_line(log_path(run_dir, r)) or "").startswith("gpulane: error:")
-    ]
+    errors = read_rank_errors(run_dir)
+    with_errors = sorted(r for r in errors if 0 <= r < nprocs)
     if rank is None and with_errors:
         rank = with_errors[0]
     beats = read_heartbeats(run_dir)
@@ -87,7 +82,7 @@ def describe_failure(run_dir: Path, nprocs: int, code: int) -> tuple[str, list[i
     message += f" {describe_exit(rcode if rcode is not None else code)}"
     if where and where not in ("started", "done"):
         message += f" during {where}"
-    last = _error_line(log_path(run_dir, rank))
+    last = _last_words(run_dir, rank, errors)
     if last:
         message += f"; its last output: {last}"
     message += f" (log: {log_path(run_dir, rank)})"

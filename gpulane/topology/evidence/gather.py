@@ -16,6 +16,7 @@ from typing import Any
 from gpulane.errors import GpulaneError, InputError, ParseError
 from gpulane.preflight import PREFLIGHT_FILE
 from gpulane.record import read_rows
+from gpulane.rundir import rows_files_under
 from gpulane.textio import clean_lines, guess_kind, read_text
 from gpulane.topology.evidence.acs import PciFunction, parse_acs
 from gpulane.topology.evidence.iommu import IommuGroups, cmdline_params, parse_groups, read_groups
@@ -389,7 +390,7 @@ def add_run(ev: Evidence, run_dir: str) -> None:
     if not path.exists():
         raise InputError(f"--run {run_dir}: no such run directory or rows file")
     ev.run_dir = str(path)
-    rows_files = [path] if path.is_file() else sorted(path.rglob("rows.jsonl"))
+    rows_files = rows_files_under(path)
     ev.rows = [r for f in rows_files for r in read_rows(f)]
     if ev.rows:
         ev.got("rows", f"{run_dir} ({len(ev.rows)} rows)")
@@ -407,7 +408,7 @@ def add_run(ev: Evidence, run_dir: str) -> None:
     else:
         ev.missing("preflight", f"{run_dir}: no {PREFLIGHT_FILE} (where the ranks ran unknown)")
     if path.is_dir() and ev.nccl is None:
-        run_dirs = sorted({p.parent for p in path.rglob("rows.jsonl")}) or [path]
+        run_dirs = sorted({p.parent for p in rows_files}) or [path]
         files = [f for d in run_dirs for f in log_files(d, env={})[0]]
         if files:
             add_nccl_logs(ev, [str(f) for f in files])

@@ -1,0 +1,120 @@
+"""A run's facts stored once (facts.jsonl) and joined when rows are read back: the same
+rows come back, whatever differs from row to row."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gpulane.record import (
+    ParquetRows,
+    Row,
+    RowWriter,
+    read_parquet,
+    read_rows,
+    row_values,
+    run_facts,
+)
+from gpulane.session.imports import ImportRequest, import_files
+
+
+def _rows() -> list[Row]:
+    """Rows of two runs sharing nested facts, with values that change from row to row
+    (None after a value, True after 1, a scalar extra key coming and going)."""
+    facts_a = {"ranks": [{"rank": 0, "host": "a"}, {"rank": 1, "host": "b"}], "test_index": 0}
+    facts_b = {"ranks": [{"rank": 0, "host": "c"}], "test_index": 1}
+    env = {"NCCL_ALGO": "Ring"}
+    rows = []
+    for k in range(6):
+        facts = facts_a if k < 4 else facts_b
+        extra: dict[str, object] = {"line": 10 + k, "nccl_tests": facts}
+        if k == 2:
+            extra["max_error"] = 1e-7
+        rows.append(
+            Row(
+                run_id="r1",
+                kind="collective",
+                backend="nccl-tests",
+                op="all_reduce" if k < 4 else "broadcast",
+                started_at="2026-11-27T06:00:00+00:00",
+                build="b",
+                world_size=2 if k < 4 else 1,
+                size_bytes=8 << k,
+                in_place=bool(k % 2),
+                time_us=None if k == 3 else 1.5 + k,
+                wrong=1 if k == 1 else 0,
+                root=True if k == 5 else 1,  # type: ignore[arg-type]  # the type must survive
+                env=env,
+                extra=extra,
+                status="error" if k == 1 else "ok",
+            )
+        )
+    rows.append(Row(run_id="r1", kind="collective", backend="nccl-tests", op="x", env=env))
+    return rows
+
+
+def test_rows_come_back_whole_and_facts_are_stored_once(tmp_path: Path) -> None:
+    rows = _rows()
+    with RowWriter(tmp_path, sync=False, facts=run_facts(tmp_path)) as w:
+        for row in rows:
+            w.write(row)
+    back = list(read_rows(tmp_path / "rows.jsonl"))
+    assert back == [r.to_dict() for r in rows]
+    assert type(back[5]["root"]) is bool and type(back[4]["root"]) is int
+    assert "max_error" not in back[3]["extra"] and back[2]["extra"]["max_error"] == 1e-7
+    facts = (tmp_path / "facts.jsonl").read_text().splitlines()
+    assert len(facts) == 3  # run a, run b, the row without nested facts
+    assert "ranks" not in (tmp_path / "rows.jsonl").read_text()
+
+
+def test_parquet_rows_are_joined_with_the_same_facts(tmp_path: Path) -> None:
+    rows = _rows()
+    facts = run_facts(tmp_path)
+    sink = ParquetRows(tmp_path)
+    with RowWriter(tmp_path, sync=False, facts=facts) as w:
+        for row in rows:
+            base, line = facts.line(row_values(row))
+            w.write_line(line)
+            sink.add_line(base, line)
+    sink.close()
+    frame = read_parquet(tmp_path / "rows.parquet")
+    assert "@facts" not in frame.columns
+    assert list(frame["extra"]) == [r.extra for r in rows]
+    assert list(frame["op"]) == [r.op for r in rows]
+
+
+def test_a_row_whose_facts_are_gone_is_skipped_with_a_warning(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows = _rows()
+    with RowWriter(tmp_path, sync=False, facts=run_facts(tmp_path)) as w:
+        for row in rows:
+            w.write(row)
+    lines = (tmp_path / "facts.jsonl").read_text().splitlines()
+    (tmp_path / "facts.jsonl").write_text(lines[0] + "\n")  # run b's facts lost
+    back = list(read_rows(tmp_path / "rows.jsonl"))
+    assert back == [r.to_dict() for r in rows[:4]]
+    assert "skipped 3 unreadable lines (5, 6, 7)" in capsys.readouterr().err
+
+
+def test_one_long_table_imports_in_at_most_three_times_its_size(tmp_path: Path) -> None:
+    """The shape nccl-tests' -N cycles print: one header of 16 ranks and a table that goes
+    on. Before, every row repeated the header and ranks (27 times the log)."""
+    from benchmarks.parse.bench_parse import build_long_log
+
+    log = tmp_path / "long.log"
+    build_long_log(log, 520_000)  # past one hand-over (4096 lines)
+    out = tmp_path / "out"
+    assert import_files(ImportRequest("nccl-tests", [str(log)], out=str(out))) == 0
+    size = (out / "rows.jsonl").stat().st_size
+    assert size <= 3 * log.stat().st_size, (size, log.stat().st_size)
+    rows = list(read_rows(out / "rows.jsonl"))
+    assert len(rows) > 4096 * 2  # more than one hand-over of the parser
+    assert {len(r["extra"]["nccl_tests"]["ranks"]) for r in rows} == {16}
+    facts = (out / "facts.jsonl").read_text().splitlines()
+    assert len(facts) == 2  # the header; then with the summary read at the end
+    last = json.loads(facts[-1])
+    assert last["row"]["extra"]["nccl_tests"]["avg_busbw_gbps"] == 70.742
+    assert rows[-1]["extra"]["nccl_tests"]["avg_busbw_gbps"] == 70.742
