@@ -12,9 +12,11 @@ Every search measures the whole set first (the reference under the same conditio
 two GPUs, pairs, ring and halving are all the one pair, which cannot tell a slow GPU from a
 slow link: each GPU is also measured alone (algbw, one rank) and compared with the other.
 
-What the figures name (:func:`judge_pairs`): a GPU whose solo figure is slow; else a GPU in
-more than half of the measured pairs that hold it, at least two, slow (a slow GPU slows
-every pair it is in); else each slow pair on its own (a slow link slows only its pair).
+What the figures name (:func:`judge_pairs`): a GPU whose solo figure is slow; else, GPUs
+in the most slow pairs first, a GPU in more than half of the measured pairs that hold it,
+at least two, slow, counting only pairs no GPU named before it explains (a slow GPU slows
+every pair it is in, so a healthy GPU's pairs with two slow GPUs do not name it); else
+each slow pair on its own (a slow link slows only its pair).
 """
 
 from __future__ import annotations
@@ -93,11 +95,22 @@ def judge_pairs(
     ref = max(pairs.values()) if pairs else None
     slow = [p for p, f in pairs.items() if ref is not None and f < tolerance * ref]
     if len(units) >= 3:
-        for u in units:
-            mine = [p for p in pairs if u in p]
-            hit = [p for p in slow if u in p]
-            if len(hit) >= 2 and len(hit) > len(mine) / 2 and u not in gpus:
-                gpus.append(u)
+        # Most slow pairs first, then what they leave unexplained: a healthy GPU's pairs
+        # with two sick GPUs are slow too (seen on the 4x H200 with the GPU0-GPU1 link kept
+        # full: GPU2 and GPU3 were slow with GPU0 and GPU1 only, fine with each other), so
+        # a GPU counts only the slow pairs that no GPU named before it explains.
+        left = [p for p in slow if p[0] not in gpus and p[1] not in gpus]
+        while left:
+            counts = {u: sum(u in p for p in left) for u in units if u not in gpus}
+            most = max(counts.values(), default=0)
+            top = [u for u, c in counts.items() if c == most]
+            if most < 2 or not all(
+                most > len([p for p in pairs if u in p and not (set(p) & set(gpus))]) / 2
+                for u in top
+            ):
+                break
+            gpus.extend(top)
+            left = [p for p in left if p[0] not in gpus and p[1] not in gpus]
     gpus = [u for u in units if u in gpus]
     named = [p for p in slow if p[0] not in gpus and p[1] not in gpus]
     return gpus, named, ref

@@ -3,6 +3,7 @@ every pattern, 2, 3, 4 and 8 GPUs and 8 nodes x 8 GPUs."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -14,6 +15,7 @@ from gpulane.campaigns.localize.plan import (
     simulate,
 )
 from gpulane.errors import InputError
+from tests.helpers import FIXTURES
 
 PATTERNS = ("pairs", "halving", "ring")
 
@@ -119,3 +121,39 @@ def test_bad_input() -> None:
         Search("pairs", gpus(2), tolerance=1.5)
     with pytest.raises(InputError, match="listed twice"):
         Search("pairs", ["GPU0", "GPU0"])
+
+
+def _recorded(name: str) -> tuple[list[str], list[tuple[list[str], float]]]:
+    """The subsets and figures `gpulane accept` measured on the lent 4x H200 (2026-11-27,
+    benchmarks/accept/h200x4): all_reduce 1 GiB busbw, pairs pattern."""
+    doc = json.loads((FIXTURES / "h200x4" / name).read_text())
+    (res,) = doc["results"]
+    return res["units"], [(s["subset"], s["figure_gbps"]) for s in res["steps"]]
+
+
+def test_recorded_busy_gpu_names_that_gpu_alone() -> None:
+    units, steps = _recorded("localize-busy-gpu2.json")
+    gpus, pairs, _ = judge_pairs(units, steps, 0.8)
+    assert (gpus, pairs) == (["GPU2"], [])
+
+
+def test_recorded_full_link_names_its_two_ends_not_the_gpus_beside_them() -> None:
+    """The GPU0-GPU1 link kept full slowed every pair holding GPU0 or GPU1 (NV18 through
+    the switches: each GPU's 18 links carry all its pairs); GPU2-GPU3 stayed at 324 GB/s.
+    The first planner named GPU2 and GPU3 too (2 of their 3 pairs were slow)."""
+    units, steps = _recorded("localize-link-01.json")
+    gpus, pairs, _ = judge_pairs(units, steps, 0.8)
+    assert (gpus, pairs) == (["GPU0", "GPU1"], [])
+
+
+@pytest.mark.parametrize("n", [4, 5, 8])
+def test_two_slow_gpus_are_named_and_no_healthy_one(n: int) -> None:
+    units = [f"GPU{i}" for i in range(n)]
+    sick = {"GPU1", "GPU3"}
+    steps = [
+        ([a, b], 140.0 if {a, b} & sick else 330.0)
+        for i, a in enumerate(units)
+        for b in units[i + 1 :]
+    ]
+    gpus, pairs, _ = judge_pairs(units, steps, 0.8)
+    assert (gpus, pairs) == (["GPU1", "GPU3"], [])
