@@ -6,24 +6,38 @@
 
 from __future__ import annotations
 
-from gpulane.campaigns.accept.inputs import resolve_baseline, resolve_topology, store_baseline
-from gpulane.campaigns.accept.output import junit_xml, print_verdict, verdict_table
-from gpulane.campaigns.accept.run import (
-    ACCEPT_JSON,
-    JUNIT_XML,
-    REPORT_HTML,
-    Outcome,
-    accept,
-    run_accept,
-)
-from gpulane.campaigns.accept.suite import (
-    Step,
-    gpu_count,
-    probe_live_topology,
-    run_suite,
-    step_checks,
-    suite_steps,
-)
+from importlib import import_module
+from typing import Any
+
+# Each name from the module that holds it, imported when first asked for: `gpulane accept
+# --help` reads the rule sets (rules_input) without loading the suite, pandas or torch.
+_WHERE = {
+    "resolve_baseline": "inputs",
+    "resolve_topology": "inputs",
+    "store_baseline": "inputs",
+    "junit_xml": "output",
+    "print_verdict": "output",
+    "verdict_table": "output",
+    "ACCEPT_JSON": "run",
+    "JUNIT_XML": "run",
+    "REPORT_HTML": "run",
+    "Outcome": "run",
+    "accept": "run",
+    "run_accept": "run",
+    "Step": "suite",
+    "gpu_count": "suite",
+    "probe_live_topology": "suite",
+    "run_suite": "suite",
+    "step_checks": "suite",
+    "suite_steps": "suite",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(f"{__name__}.{_WHERE[name]}"), name)
+
 
 __all__ = [
     "ACCEPT_JSON",
