@@ -98,6 +98,22 @@ def localize_checks(
     failed = failed_collective(checks)
     if mode == "never" or (mode == "auto" and failed is None):
         return [], None
+    if _nodes(cfg.launcher) > 1:
+        # Across nodes the campaign (pairs, halving, ring of nodes) names the node; the
+        # search inside a node runs on that one node (accept on it, or launcher.nodes=1).
+        if mode == "auto":
+            return [], None
+        return [
+            Check(
+                RULE,
+                SKIP,
+                "localize",
+                "-",
+                "localization inside a node runs on one node; this suite ran on "
+                f"{_nodes(cfg.launcher)} (the campaign's own checks name a node)",
+                description=DESCRIPTION,
+            )
+        ], None
     op = next(
         (o for o in OPS if failed is not None and o in f"{failed.rule} {failed.figure}"), None
     )
@@ -132,6 +148,19 @@ def localize_checks(
         ], step
     states = gpu_words([group / "localize", *_run_dirs(group)])
     return verdict_lines(found, failed, topology, states, findings), step
+
+
+def _nodes(launcher: Any) -> int:
+    """How many nodes the suite's launcher places ranks on (1 for local; a hostfile's
+    hosts are not counted here: mpirun with a hostfile counts as several)."""
+    if launcher is None:
+        return 1
+    if getattr(launcher, "hostfile", None):
+        return 2
+    try:
+        return max(1, int(getattr(launcher, "nodes", 1) or 1))
+    except (TypeError, ValueError):
+        return 1
 
 
 def _run_dirs(group: Path) -> list[Path]:

@@ -114,9 +114,27 @@ def test_only_a_failed_collective_starts_it() -> None:
 
 
 def test_auto_on_a_healthy_node_runs_nothing(tmp_path: Path) -> None:
-    cfg = SimpleNamespace(suite=SimpleNamespace(localize="auto", localize_pattern="pairs"))
+    cfg = SimpleNamespace(
+        suite=SimpleNamespace(localize="auto", localize_pattern="pairs"), launcher=None
+    )
     ok = Check("all_reduce_busbw_nvlink", PASS, "expected", "vm", "fine")
     assert localize_checks(cfg, tmp_path, "b", [ok], None, [], 4) == ([], None)
+    assert not (tmp_path / "localize").exists()
+
+
+def test_a_suite_over_several_nodes_leaves_the_node_to_its_campaign(tmp_path: Path) -> None:
+    """An 8-node campaign's failed check starts no search inside a node (the campaign names
+    the node; found by the 8-node Slurm accept test); always says why it did not run."""
+    launcher = SimpleNamespace(name="slurm", nodes=8, hostfile=None)
+    auto = SimpleNamespace(
+        suite=SimpleNamespace(localize="auto", localize_pattern="pairs"), launcher=launcher
+    )
+    assert localize_checks(auto, tmp_path, "b", [FAILED], None, [], 0) == ([], None)
+    always = SimpleNamespace(
+        suite=SimpleNamespace(localize="always", localize_pattern="pairs"), launcher=launcher
+    )
+    (line,), step = localize_checks(always, tmp_path, "b", [FAILED], None, [], 0)
+    assert step is None and line.status == SKIP and "runs on one node" in line.message
     assert not (tmp_path / "localize").exists()
 
 
