@@ -31,9 +31,13 @@ def hundred(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def rows_of(directory: Path) -> list[dict]:  # type: ignore[type-arg]
+    """Every row of the rows files, with its run's facts joined (an import keeps them once
+    in facts.jsonl beside rows.jsonl)."""
+    from gpulane.record import read_rows
+
     out = []
     for f in sorted(directory.rglob("rows.jsonl")):
-        out += [json.loads(line) for line in f.read_text().splitlines() if line.strip()]
+        out += list(read_rows(f))
     return out
 
 
