@@ -15,13 +15,14 @@ from tests.helpers import gpulane, run_dirs
 COMMON = [
     "device=cpu",
     "localize=[pairs,halving,ring]",
-    "slow_ms=200",
+    "slow_ms=400",
     "sizes.max=4K",
     "iters=4",
     "warmup=1",
-    # A loaded shared CPU makes healthy gloo figures swing several times over; the
-    # planted 200 ms per operation is some 100 times slower.
-    "localize_tolerance=0.1",
+    # A loaded shared CPU makes healthy gloo figures swing several times over (15x seen
+    # with 8 ranks on 2 cores beside other tests: two healthy pairs fell below 0.1 of the
+    # best); the planted 400 ms per operation is some 100-400 times slower.
+    "localize_tolerance=0.04",
     "progress=false",
 ]
 
