@@ -35,7 +35,10 @@ def outliers(
     by_figure: dict[tuple[str, ...], dict[str, float]] = {}
     figures: dict[tuple[str, ...], str] = {}
     for (fkey, subject), recs in cells.items():
-        key = (*fkey, subject.split("/", 1)[0] if multi_build else "")
+        # Where the ranks ran is the subject here, not another measurement: a campaign's
+        # pairs of nodes are peers of one figure (hosts would leave each pair alone).
+        same = tuple(k for k in fkey if not k.startswith("hosts="))
+        key = (*same, subject.split("/", 1)[0] if multi_build else "")
         by_figure.setdefault(key, {})[subject] = float(
             statistics.median(float(r[metric]) for r in recs)
         )
