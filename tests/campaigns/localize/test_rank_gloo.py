@@ -15,14 +15,14 @@ from tests.helpers import gpulane, run_dirs
 COMMON = [
     "device=cpu",
     "localize=[pairs,halving,ring]",
-    "slow_ms=400",
+    "slow_ms=1000",
     "sizes.max=4K",
     "iters=4",
     "warmup=1",
-    # A loaded shared CPU makes healthy gloo figures swing several times over (15x seen
-    # with 8 ranks on 2 cores beside other tests: two healthy pairs fell below 0.1 of the
-    # best); the planted 400 ms per operation is some 100-400 times slower.
-    "localize_tolerance=0.04",
+    # A loaded shared CPU makes healthy gloo figures swing many times over (a 4 KiB op of
+    # about 1 ms stalled past 0.1 and 0.04 of the best beside other tests, in CI runs of
+    # 2026-11-27); the planted 1 s per operation is some 1000 times slower.
+    "localize_tolerance=0.01",
     "progress=false",
 ]
 
