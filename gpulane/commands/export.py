@@ -9,9 +9,15 @@ import os
 import sys
 from pathlib import Path
 
-from gpulane.analysis.export import collect, json_text, junit, openmetrics, prometheus_text
 from gpulane.commands.args import ArgumentParser
 from gpulane.errors import InputError, MissingComponent
+
+try:
+    from gpulane.analysis.export import collect, json_text, junit, openmetrics, prometheus_text
+except ModuleNotFoundError as _missing:  # prometheus-client comes with the monitor extra
+    raise MissingComponent(
+        f"gpulane export needs {_missing.name}: pip install 'gpulane[monitor]'"
+    ) from _missing
 
 EPILOG = """\
 examples:
