@@ -66,6 +66,7 @@ class _Group:
     transports: frozenset[str] = frozenset()  # what NCCL said it used (rows' transport)
     # (where NCCL's switches in the rows' env force the bytes, which switches)
     env_hints: frozenset[tuple[str, str]] = frozenset()
+    graph: bool = False  # timed as CUDA-graph replays
 
 
 def row_transport(row: Mapping[str, Any]) -> str | None:
@@ -155,7 +156,7 @@ class MeasuredComm:
                 transports = frozenset(t for r in mine if (t := row_transport(r)))
                 hints = frozenset(h for r in mine if (h := env_transport(r)))
                 self.groups.setdefault((name, n), []).append(
-                    _Group(label, curve, paths, transports, hints)
+                    _Group(label, curve, paths, transports, hints, key[1])
                 )
 
     def peak_busbw(self, op: str, n: int) -> float | None:
@@ -188,12 +189,17 @@ class MeasuredComm:
     def paths(self, op: str, n: int) -> frozenset[str]:
         return frozenset().union(*(g.paths for g in self.groups.get((op, n), [])))
 
-    def time(self, op: str, n: int, size: int) -> CommTime | None:
+    def time(self, op: str, n: int, size: int, eager: bool = False) -> CommTime | None:
+        """``op`` over ``n`` ranks at ``size`` bytes; ``eager``: issued by the host one
+        call at a time (a pipeline's sends), so eager rows come before graph replays."""
         groups = self.groups.get((op, n))
+        if groups and eager:
+            groups = sorted(groups, key=lambda g: g.graph)  # stable: order kept otherwise
         if op == "send" and n == 2:
+            # gpulane tokens sends between stages with isend/irecv outside its graphs
             if self.has("sendrecv", 2):
-                return self.time("sendrecv", 2, size)
-            got = self.time("all_gather", 2, 2 * size)
+                return self.time("sendrecv", 2, size, eager=True)
+            got = self.time("all_gather", 2, 2 * size, eager=True)
             if got is None:
                 return None
             return CommTime(

@@ -92,6 +92,11 @@ class Compute:
     source: str = "roofline"
     decode_unit_ms: float = 0.0  # per kernel of a decode step
     prefill_unit_ms: float = 0.0  # per GB of a prefill's elementwise traffic
+    # per kernel a prefill chunk launches (whatever its tokens): what a chunk costs the
+    # GPU beyond its roofline and traffic (the experts' grouped products over a few
+    # tokens each, tails), so that a pipeline's smaller chunks are not taken as cheaper
+    # in proportion to their tokens
+    prefill_kernel_ms: float = 0.0
     compiled: bool = False  # the kernel counts of gpulane tokens compile=true
     # the host's time to issue one kernel / one TP collective of an eager prefill (0: not
     # known, or the calibration runs were never host-bound): a pipeline's prefill chunks
@@ -135,6 +140,8 @@ class Compute:
             tokens = seqs * input_len
             units = stage_units(shape, tp, pp, stage, "prefill", tokens, self.compiled, dbytes)
             t += units * self.prefill_unit_ms
+        if self.prefill_kernel_ms:
+            t += stage_launches(shape, tp, pp, stage, self.compiled)[0] * self.prefill_kernel_ms
         return t
 
 
@@ -157,6 +164,7 @@ class _Point:
     roofline_ms: float
     measured_ms: float
     units: float
+    kernels: float = 0.0  # prefill: kernels launched over the row's chunks
 
 
 def _row_shape(row: Mapping[str, Any], target: ModelShape) -> ModelShape | None:
@@ -208,11 +216,13 @@ def _points(
             per = -(-b_ // k)
             roof = k * base.prefill_ms(run_shape, tp, 1, 0, per, i_, dbytes)
             units = k * stage_units(run_shape, tp, 1, 0, op, per * i_, compiled, dbytes)
+            kernels = k * stage_launches(run_shape, tp, 1, 0, compiled)[0]
         if roof <= 0:
             continue
         where = f"{r.get('model')} {r.get('run_id')} tp={tp} batch {b_} in {i_}: {measured:.2f} ms"
         here = b_ == batch and i_ == input_len
-        found.append(_Point(here, measured / roof, where, tp, roof, measured, units))
+        found.append(_Point(here, measured / roof, where, tp, roof, measured, units,
+                            kernels if op == "prefill" else 0.0))  # fmt: skip
     return found
 
 
@@ -251,10 +261,23 @@ def calibrate(
     scales: dict[str, float] = {}
     fixed: dict[str, float] = {}
     notes: list[str] = []
+    prefill_kernel_ms = compute.prefill_kernel_ms
     for op in ("decode", "prefill"):
         found = _points(compute, shape, rows, op, batch, input_len, dbytes, compiled)
         if not found:
             continue
+        if op == "prefill" and len({f.tp for f in found}) > 1:
+            three = _fit_prefill(found)
+            if three is not None:
+                scales[op], fixed[op], prefill_kernel_ms = three
+                tps = ",".join(str(t) for t in sorted({f.tp for f in found}))
+                notes.append(
+                    f"prefill x{three[0]:.2f} + {_per_unit(op, three[1])} + "
+                    f"{1e3 * prefill_kernel_ms:.1f} us per kernel of a chunk (fitted over tp={tps}, "
+                    f"{len(found)} rows, {len({(f.roofline_ms, f.units) for f in found})} "
+                    "sizes)"
+                )
+                continue
         same = [f for f in found if f.here] or found
         fit = _fit_two_terms([(f.roofline_ms, f.measured_ms, f.units) for f in same])
         models = sorted({f.where.split(" ")[0] for f in same})
@@ -283,6 +306,7 @@ def calibrate(
         + "; ".join(notes),
         decode_unit_ms=fixed.get("decode", compute.decode_unit_ms),
         prefill_unit_ms=fixed.get("prefill", compute.prefill_unit_ms),
+        prefill_kernel_ms=prefill_kernel_ms,
         compiled=compiled,
         host_kernel_ms=host_k,
         host_collective_ms=host_c,
@@ -298,36 +322,48 @@ def _host_fit(
 ) -> tuple[float, float, str | None]:
     """(ms per kernel, ms per TP collective, what was fitted) of the host's launches in an
     eager prefill, from pp=1 prefill rows that timed one eagerly beside the graph replay
-    (``extra.eager_ms``), where the eager one was host-bound. Each row bounds the cost
-    from above (the GPU may have had work left); the tightest bound is taken: TP=1 rows
-    give the cost per kernel, TP>1 rows what their collectives add. (0, 0, None) when no
-    row was host-bound: then the launches hide behind the GPU's work."""
-    per_kernel: list[tuple[float, str]] = []
-    with_colls: list[tuple[float, int, int]] = []  # (eager ms per chunk, kernels, colls)
+    (``extra.eager_ms``).
+
+    Every eager time bounds the host's time from above (the end event is queued after
+    the last launch): per kernel, at most the eager time over the kernels, whatever the
+    row. A row whose eager time is :data:`HOST_BOUND` x its replay or more was bound by
+    the host: its eager time *is* the host's time, kernels x per kernel + collectives x
+    per collective. The per-kernel cost is the tightest host-bound TP=1 row, else the
+    host-bound rows' time spread over kernels and collectives alike, held under the
+    upper bound; the collectives take what is left. (0, 0, None) when no row was
+    host-bound: then the launches hide behind the GPU's work."""
+    bounds: list[float] = []  # eager ms per kernel of any row: upper bounds
+    alone: list[tuple[float, str]] = []  # host-bound rows without collectives
+    with_colls: list[tuple[float, int, int, str]] = []  # (eager ms per chunk, kernels, colls)
     for r in rows:
         extra = r.get("extra") or {}
         if r.get("op") != "prefill" or bool(extra.get("compile")) != compiled:
             continue
         eager, graph = _f(extra.get("eager_ms")), _f(r.get("time_us"))
-        if eager is None or graph is None or eager < HOST_BOUND * graph / 1e3:
-            continue
         row_shape = _row_shape(r, target)
-        if row_shape is None:
+        if eager is None or graph is None or row_shape is None:
             continue
         run_shape = row_shape.with_layers(int(_f(r.get("layers")) or row_shape.num_layers))
         tp = int(_f(r.get("tp")) or 1)
         chunks = int(_f(extra.get("prefill_chunks")) or 1)
         kernels, colls = stage_launches(run_shape, tp, 1, 0, compiled)
+        per_chunk = eager / chunks
+        bounds.append(per_chunk / kernels)
+        if eager < HOST_BOUND * graph / 1e3:
+            continue
+        where = f"{r.get('model')} tp={tp} batch {r.get('batch')} in {r.get('input_len')}"
         if colls == 0:
-            per_kernel.append(
-                (eager / chunks / kernels, f"{r.get('model')} batch {r.get('batch')}")
-            )
+            alone.append((per_chunk / kernels, where))
         else:
-            with_colls.append((eager / chunks, kernels, colls))
-    if not per_kernel:
+            with_colls.append((per_chunk, kernels, colls, where))
+    if not alone and not with_colls:
         return 0.0, 0.0, None
-    kernel_ms, where = min(per_kernel)
-    coll_ms = min(((e - k * kernel_ms) / c for e, k, c in with_colls), default=kernel_ms)
+    if alone:
+        kernel_ms, where = min(alone)
+    else:
+        spread = min((e / (k + c), w) for e, k, c, w in with_colls)
+        kernel_ms, where = min(spread[0], min(bounds)), spread[1]
+    coll_ms = min(((e - k * kernel_ms) / c for e, k, c, _ in with_colls), default=kernel_ms)
     coll_ms = max(coll_ms, kernel_ms)  # a collective costs the host at least a launch
     return (
         kernel_ms,
@@ -344,6 +380,34 @@ def _per_unit(op: str, ms: float) -> str:
         dense = DECODE_KERNELS[(False, False)]
         return f"{ms * 1e3:.2f} us/kernel ({ms * 1e3 * dense:.1f} us per eager dense layer)"
     return f"{ms:.2f} ms/GB of elementwise traffic"
+
+
+def _fit_prefill(points: list[_Point]) -> tuple[float, float, float] | None:
+    """measured = a x roofline + b x GB of elementwise traffic + c x kernels over rows of
+    several sizes and TP degrees, least squares on the relative error (a 2k-token row
+    counts as much as a 64k-token one), every term >= 0 (a > 0); the best of the fits
+    over the terms' subsets that keep the roofline. None when no fit has a > 0, or when
+    the rows have fewer distinct sizes than terms."""
+    import numpy as np
+
+    if len({(p.roofline_ms, p.units, p.kernels) for p in points}) < 3:
+        return None
+    cols = np.array([[p.roofline_ms, p.units, p.kernels] for p in points])
+    y = np.array([p.measured_ms for p in points])
+    w = 1.0 / y
+    best: tuple[float, tuple[float, float, float]] | None = None
+    for keep in ((0, 1, 2), (0, 1), (0, 2), (0,)):
+        a_ = cols[:, keep] * w[:, None]
+        coef, *_ = np.linalg.lstsq(a_, y * w, rcond=None)
+        if coef[0] <= 0 or any(c < 0 for c in coef[1:]):
+            continue
+        full = [0.0, 0.0, 0.0]
+        for i, c in zip(keep, coef, strict=True):
+            full[i] = float(c)
+        resid = float(np.sum((a_ @ coef - y * w) ** 2))
+        if best is None or resid < best[0] - 1e-12:
+            best = (resid, (full[0], full[1], full[2]))
+    return None if best is None else best[1]
 
 
 def _fit_two_terms(points: list[tuple[float, float, float]]) -> tuple[float, float] | None:

@@ -207,7 +207,7 @@ def _phase(
     total_tokens: int,
     host_ms: list[float] | None = None,
 ) -> Phase:
-    stage_ms, coll_ms, send_ms = [], [], 0.0
+    stage_ms, coll_ms, boundary_ms, send_ms = [], [], [], 0.0
     all_calls: list[dict[str, Any]] = []
     sources: list[str] = []
     for s in range(pp):
@@ -216,25 +216,30 @@ def _phase(
         if decode and pp > 1 and s == pp - 1:  # sampled tokens back to stage 0
             t = comms.time("send", 2, rows * TOKEN_BYTES, placement.pp_label, placement.pp_gbps)
             sends += t.time_us / 1e3
-        # an eager stage is no faster than the host can issue its kernels and collectives
-        stage_ms.append(max(compute_ms[s] + coll, host_ms[s] if host_ms else 0.0))
+        stage_ms.append(compute_ms[s] + coll)
         coll_ms.append(coll)
+        boundary_ms.append(sends)
         send_ms += sends
         all_calls += [{**d, "stage": s} for d in detail]
         sources += [x for x in src if x not in sources]
-    slow = max(range(pp), key=lambda s: stage_ms[s])
+    host = host_ms or [0.0] * pp
+    # the slowest stage per unit: its GPU time, or the host's time to issue it
+    slow = max(range(pp), key=lambda s: max(stage_ms[s], host[s]))
     chain = sum(stage_ms) + send_ms
-    # decode: m micro-batches in flight, each returning to stage 0 before its next step;
-    # prefill: chunks stream through the stages one after the other
-    total = max(units * stage_ms[slow], chain) if decode else (units - 1) * stage_ms[slow] + chain
-    busy = units * stage_ms[slow]
+    if decode:
+        # m micro-batches in flight, each returning to stage 0 before its next step
+        total = max(units * stage_ms[slow], chain)
+    else:
+        total = pipeline_ms(stage_ms, boundary_ms, host, units)
+    slowest = max(stage_ms[slow], host[slow])
+    busy = units * slowest
     return Phase(
         time_ms=total,
         tokens_per_s=total_tokens / (total / 1e3),
         compute_ms=compute_ms[slow],
         allreduce_ms=coll_ms[slow],
         send_ms=send_ms,
-        stage_ms=stage_ms[slow],
+        stage_ms=slowest,
         units=units,
         tokens=tokens,
         allreduce_share=units * coll_ms[slow] / total if total else 0.0,
@@ -242,6 +247,32 @@ def _phase(
         calls=all_calls,
         sources=sources,
     )
+
+
+def pipeline_ms(
+    gpu_ms: list[float], send_ms: list[float], host_ms: list[float], chunks: int
+) -> float:
+    """A prefill's chunks streamed through the stages: when the last stage is done with
+    the last chunk (and its sends, the sampled tokens back to stage 0 included).
+
+    Stage s finishes chunk j when its GPU has the chunk's input (stage s-1 done with it,
+    plus the send), has finished chunk j-1, and has run the chunk's ``gpu_ms[s]``; and
+    not before its host has issued the chunk: each stage's host issues its chunks one
+    after the other (``host_ms[s]`` each, 0 when the host keeps ahead), from the start,
+    whatever the other stages do, since a receive is queued on the GPU, not waited for
+    by the host. So host-bound stages issue side by side, and a pipeline of them takes
+    chunks x the slowest host plus one chunk's GPU time per further stage, not (chunks
+    + stages - 1) x the host's time. With no host floor this is the usual
+    (chunks - 1) x slowest stage + sum of stages + sends."""
+    pp = len(gpu_ms)
+    done = [0.0] * pp  # per stage: when it finished its previous chunk
+    for j in range(chunks):
+        arrived = 0.0
+        for s in range(pp):
+            start = max(arrived, done[s])
+            done[s] = max(start + gpu_ms[s], (j + 1) * host_ms[s])
+            arrived = done[s] + send_ms[s]
+    return arrived
 
 
 def _rule(phase: Phase, tp: int, link: float | None, link_source: str) -> Rule | None:

@@ -12,7 +12,7 @@ from gpulane.planning.comm import Comms, MeasuredComm
 from gpulane.planning.compute import Compute, calibrate
 from gpulane.planning.fixed import DECODE_KERNELS, stage_launches
 from gpulane.planning.placement import place
-from gpulane.planning.predict import Workload, predict, splits
+from gpulane.planning.predict import Workload, pipeline_ms, predict, splits
 from tests.planning.common import H200, PROJ, flat_curve_rows, model, no_topology
 
 
@@ -79,7 +79,8 @@ def test_every_split_small_batch_pipeline_prefill_meets_the_host_floor(
         host = [floor.prefill_host_ms(shape, tp, pp, s, 2 * ((s > 0) + (s < pp - 1)))
                 for s in range(pp)]  # fmt: skip
         assert b.prefill.units == min(4, pp)  # chunks: at least m = min(pp, batch)
-        assert b.prefill.time_ms >= (b.prefill.units - 1) * max(host) + sum(host) - 1e-9
+        # every stage's host issues all the chunks (side by side with the other stages')
+        assert b.prefill.time_ms >= b.prefill.units * max(host) - 1e-9
         assert b.prefill.time_ms >= a.prefill.time_ms
         if max(host) > a.prefill.stage_ms:  # the host, not the GPU, sets the pace
             assert b.prefill.time_ms > a.prefill.time_ms
@@ -110,3 +111,27 @@ def test_moe_prefill_reads_the_experts_its_chunk_reaches() -> None:
     experts = 2 * 128 * 3 * 2048 * 768 * 2 / 4000e9 * 1e3  # 2 layers' experts, ms
     assert one_chunk >= experts
     assert 4 * one_chunk > 1.5 * whole
+
+
+@pytest.mark.parametrize("pp", [1, 2, 3, 4, 8])
+@pytest.mark.parametrize("chunks", [1, 2, 4])
+def test_pipeline_without_host_floor_is_fill_plus_slowest_stage(pp: int, chunks: int) -> None:
+    gpu = [1.0 + 0.5 * (s % 2) for s in range(pp)]
+    sends = [0.1] * (pp - 1) + [0.0]
+    want = (chunks - 1) * max(gpu) + sum(gpu) + sum(sends)
+    assert pipeline_ms(gpu, sends, [0.0] * pp, chunks) == pytest.approx(want)
+
+
+@pytest.mark.parametrize("pp", [2, 4, 8])
+def test_host_bound_stages_issue_side_by_side(pp: int) -> None:
+    """Each stage's host issues its chunks from the start (a receive is queued on the GPU,
+    not waited for): 4 chunks of 3 ms of launches and 1 ms of GPU work per stage end
+    after 4 x 3 ms on stage 0 plus one chunk's GPU time and send per further stage, not
+    after (4 + pp - 1) x 3 ms."""
+    got = pipeline_ms([1.0] * pp, [0.1] * (pp - 1) + [0.0], [3.0] * pp, 4)
+    assert got == pytest.approx(4 * 3.0 + (pp - 1) * 1.1)
+    assert got < (4 + pp - 1) * 3.0
+    # one slow host among fast ones sets the pace for the chunks after it
+    host = [0.0] * pp
+    host[pp - 1] = 2.0
+    assert pipeline_ms([1.0] * pp, [0.0] * pp, host, 4) == pytest.approx(max(8.0, pp + 3.0))
