@@ -135,3 +135,75 @@ def test_host_bound_stages_issue_side_by_side(pp: int) -> None:
     host = [0.0] * pp
     host[pp - 1] = 2.0
     assert pipeline_ms([1.0] * pp, [0.0] * pp, host, 4) == pytest.approx(max(8.0, pp + 3.0))
+
+
+def test_host_floor_from_tensor_parallel_rows_held_under_every_eager_bound() -> None:
+    """Only the TP=2 eager prefill is host-bound (15.5 ms against a 9.4 ms replay); the
+    TP=1 one (12.6 against 11.4) is not, but bounds the host's cost per kernel from above:
+    the kernels take that bound, the collectives what is left of the TP=2 eager time."""
+    shape = model("qwen3-30b-a3b").with_layers(8)
+    name = "qwen3-30b-a3b"
+    k1, _ = stage_launches(shape, 1, 1, 0, True)
+    k2, c2 = stage_launches(shape, 2, 1, 0, True)
+    rows = [_row(1, 4, 11.4, 12.6, name=name), _row(2, 4, 9.4, 15.5, name=name)]
+    c = calibrate(Compute(H200), shape, rows, 4, 512, 2)
+    assert c.host_kernel_ms == pytest.approx(12.6 / k1)
+    assert c.host_collective_ms == pytest.approx((15.5 - k2 * 12.6 / k1) / c2)
+    assert c.host_collective_ms > c.host_kernel_ms
+    # without the TP=1 row: the host-bound time spread over kernels and collectives alike
+    c = calibrate(Compute(H200), shape, rows[1:], 4, 512, 2)
+    assert c.host_kernel_ms == pytest.approx(15.5 / (k2 + c2))
+    assert c.host_collective_ms == pytest.approx(c.host_kernel_ms)
+
+
+def _sized_rows(truth: Compute, name: str) -> list[dict[str, Any]]:
+    shape = model(name).with_layers(8)
+    rows = []
+    for tp in (1, 2):
+        for batch, input_len in ((4, 512), (32, 512), (4, 2048), (8, 2048)):
+            t = truth.prefill_ms(shape, tp, 1, 0, batch, input_len, 2)
+            r = _row(tp, batch, t, None, name=name)
+            r["input_len"] = input_len
+            rows.append(r)
+    return rows
+
+
+@pytest.mark.parametrize("name", ["llama3-8b", "qwen3-30b-a3b"])
+def test_prefill_fit_over_sizes_finds_the_cost_per_chunk(name: str) -> None:
+    """Rows at several prompt sizes and two TP degrees timed as 1.1 x roofline + 0.4 ms
+    per GB + 9 us per kernel: the fit finds all three, so a pipeline's chunk of a quarter
+    of the tokens is not taken as a quarter of the time."""
+    truth = Compute(H200, prefill_scale=1.1, prefill_unit_ms=0.4, prefill_kernel_ms=0.009,
+                    compiled=True)  # fmt: skip
+    shape = model(name).with_layers(8)
+    c = calibrate(Compute(H200), shape, _sized_rows(truth, name), 4, 512, 2)
+    assert c.prefill_scale == pytest.approx(1.1, rel=1e-6)
+    assert c.prefill_unit_ms == pytest.approx(0.4, rel=1e-6)
+    assert c.prefill_kernel_ms == pytest.approx(0.009, rel=1e-6)
+    assert "per kernel of a chunk" in c.source
+    for tp, pp, stage in ((4, 1, 0), (2, 2, 1), (1, 4, 3)):
+        want = truth.prefill_ms(shape, tp, pp, stage, 1, 512, 2)
+        assert c.prefill_ms(shape, tp, pp, stage, 1, 512, 2) == pytest.approx(want, rel=1e-6)
+    # rows of one size only: the per-chunk term cannot be told apart; the old fit
+    one_size = [r for r in _sized_rows(truth, name) if (r["batch"], r["input_len"]) == (4, 512)]
+    c = calibrate(Compute(H200), shape, one_size, 4, 512, 2)
+    assert c.prefill_kernel_ms == 0.0
+
+
+def test_pipeline_sends_are_timed_on_the_eager_curve() -> None:
+    """gpulane tokens sends between stages with isend/irecv outside its CUDA graphs: a
+    send takes the eager sendrecv curve where there is one, the graph curve otherwise."""
+    graph = [{**r, "op": "sendrecv", "world_size": 2, "graph": True}
+             for r in flat_curve_rows(5.0)]  # fmt: skip
+    eager = [{**r, "op": "sendrecv", "world_size": 2, "graph": False}
+             for r in flat_curve_rows(30.0)]  # fmt: skip
+    both = MeasuredComm(graph + eager, "flat")
+    got = both.time("send", 2, 8192)
+    assert got is not None and got.time_us == pytest.approx(30.0) and "graph" not in got.source
+    only_graph = MeasuredComm(graph, "flat").time("send", 2, 8192)
+    assert only_graph is not None and only_graph.time_us == pytest.approx(5.0)
+    # collectives inside a step keep the graph replays first
+    ar = [{**r, "world_size": 2, "graph": g} for g in (True, False)
+          for r in flat_curve_rows(5.0 if g else 30.0)]  # fmt: skip
+    got = MeasuredComm(ar, "flat").time("all_reduce", 2, 8192)
+    assert got is not None and got.time_us == pytest.approx(5.0)
