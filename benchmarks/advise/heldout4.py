@@ -260,6 +260,40 @@ def ratio_table(out: Path, dense: str | None) -> tuple[list[str], list[dict[str,
     return lines, figs
 
 
+def profile_table(out: Path) -> list[str]:
+    """The kernels a decode step launches, counted by torch.profiler (profile_decode.py's
+    profile.json, where the run left one): the step from a CUDA graph against its
+    roofline, the weight products alone, and the time above the roofline per kernel."""
+    path = out / "profile" / "profile.json"
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return []
+    lines = [
+        f"# decode steps profiled ({doc.get('model')}, {doc.get('layers')} layers, one GPU, "
+        f"input {doc.get('input_len')}, copy {doc.get('copy_gbps')} GB/s; profile_decode.py)",
+        "",
+        "| batch | variant | step ms | roofline ms | step / roofline | kernels | "
+        "GEMMs alone ms | above roofline, us per kernel |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for d in doc.get("decode", []):
+        if "error" in d:
+            lines.append(f"| {d['batch']} | {d['variant']} | failed: {d['error'][:80]} |"
+                         + " |" * 5)  # fmt: skip
+            continue
+        count = int(d["kernels"]["count"])
+        gemm = doc.get("gemm_only_ms", {}).get(str(d["batch"]))
+        # no kernels: a CPU dry run (the profiler saw no CUDA kernels)
+        above = 1e3 * (float(d["step_ms"]) - float(d["roofline_ms"])) / count if count else None
+        lines.append(
+            f"| {d['batch']} | {d['variant']} | {d['step_ms']:.3f} | {d['roofline_ms']:.3f} | "
+            f"{d['ratio']:.2f} | {count} | {'-' if gemm is None else f'{gemm:.3f}'} | "
+            f"{'-' if above is None else f'{above:.2f}'} |"
+        )
+    return ["", *lines]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("outdir", type=Path)
@@ -278,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
     doc = "\n".join([
         *text, "",
         f"# within {100 * TARGET:.0f}%: {ok} of {n} figures; recommendation right in "
-        f"{right} of {judged} cases", "", *ratio_lines,
+        f"{right} of {judged} cases", "", *ratio_lines, *profile_table(out),
     ])  # fmt: skip
     print(doc)
     if args.md:
