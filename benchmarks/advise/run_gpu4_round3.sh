@@ -4,9 +4,9 @@
 #   bash benchmarks/advise/run_gpu4_round3.sh /tmp/r3 "$OUT"   # lent nvidia-h200-x4 / h100-x4
 #   tar xf round3.tar && python benchmarks/advise/heldout4.py r3 --dense '' --md r3/heldout4.md
 #
-# Works in OUTDIR (/tmp/r3) and leaves TARDIR/round3.tar (OUTDIR without the Parquet
-# copies, in one file; rewritten after every phase, so a cut call still brings back what
-# was measured) and prints progress; every
+# Works in OUTDIR (/tmp/r3) and leaves TARDIR/round3.tar (what OUTDIR measured, in one
+# file; rewritten after every phase, so a cut call still brings back what was measured)
+# and prints progress; every
 # step runs under `timeout`, is logged with its UTC time to OUTDIR/steps.log, and is
 # skipped (saying so) when less than it needs is left of BUDGET_S (default 480 s), so the
 # call ends before 9 minutes with whatever was measured. PART=table or PART=decode runs
@@ -68,10 +68,19 @@ run() {
   grep -E "^  batch|error|Error" "$OUT/$name.txt" | head -6
   return 0
 }
-pack() {  # the tar of everything so far (again at the end): what comes back if cut
-  tar -C "$(dirname "$OUT")" --exclude='*.parquet' --exclude='round3.tar*' \
-    -cf "$TARDIR/round3.tar.tmp" "$(basename "$OUT")" 2>/dev/null \
-    && mv "$TARDIR/round3.tar.tmp" "$TARDIR/round3.tar"
+pack() {  # the tar of what was measured so far (again after every phase): comes back if cut
+  # kept of each run directory: rows.jsonl, config.yaml, the probed topology.json (not the
+  # Parquet copies, rank and NCCL logs, heartbeats); every file at the top; profile/
+  local base list=/tmp/round3-files.$$
+  base=$(basename "$OUT")
+  (
+    cd "$(dirname "$OUT")" || exit 1
+    { find "$base" -maxdepth 1 -type f ! -name 'round3.tar*'
+      find "$base" -mindepth 2 -type f \( -name rows.jsonl -o -name config.yaml \
+        -o -name topology.json -o -path "$base/profile/*" \); } >"$list"
+    tar -cf "$TARDIR/round3.tar.tmp" -T "$list" && mv "$TARDIR/round3.tar.tmp" "$TARDIR/round3.tar"
+  )
+  rm -f "$list"
 }
 
 {
