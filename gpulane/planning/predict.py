@@ -6,7 +6,9 @@ rule of thumb beside them. The model (printed by the command, :data:`MODEL_TEXT`
 - decode step = max(m x slowest stage, sum of stage times + sends), with m micro-batches
   in flight (m = pp, capped at the batch, as ``gpulane tokens`` runs them);
 - prefill (= TTFT) = (k - 1) x slowest stage + sum of stage times + sends, for k chunks of
-  whole sequences (at most ``chunk_tokens`` tokens, at least m chunks when pp > 1);
+  whole sequences (at most ``chunk_tokens`` tokens, at least m chunks when pp > 1); where
+  the host's launches are slower than a stage's GPU work, :func:`pipeline_ms` (each
+  stage's host issuing its chunks side by side with the others');
 - sends between stages overlap other micro-batches' compute in the steady state, and
   count on the fill path and on a micro-batch's round trip.
 
@@ -42,8 +44,11 @@ model (per GPU; TP all-reduces do not overlap compute, pipeline sends do):
                 stage boundary, and the sampled tokens back to stage 0
   prefill     = (k - 1) x slowest stage + sum of stages + sends    k chunks of whole sequences
                 tokens = sequences x input_len per chunk; TTFT = prefill of the whole batch;
-                a pipeline stage's chunk (eager) is at least the host's time to launch its
-                kernels, collectives and sends (calibrated on eager beside graph prefills)
+                a pipeline's chunks run eagerly: each stage's host issues its k chunks
+                from the start, side by side with the others (a receive waits on the
+                GPU, not the host), at the host's cost of its kernels, collectives and
+                sends (calibrated on eager beside graph prefills); a stage finishes a
+                chunk no sooner than its host has issued it
   decode tok/s = batch / step; prefill tok/s = batch x input_len / TTFT
   collective times: measured curves of the build, interpolated log-log over size (linear
   in size above the largest measured size), where the ranks' path is the measured one;
