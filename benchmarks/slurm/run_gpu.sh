@@ -86,6 +86,16 @@ export PATH="$ROOT/usr/bin:$ROOT/usr/sbin:$PATH"
   nvidia-smi -L
 } >"$OUT/machine.txt" 2>&1
 SBIN=$ROOT/usr/sbin # Debian names them slurmctld-wlm, slurmd-wlm, slurmstepd-wlm
+# ...and its postinst (update-alternatives, not run by dpkg-deb -x) links /usr/sbin/slurmd
+# to slurmd-wlm. The daemons must run under their plain names: Slurm asks its own program
+# name whether it is slurmd (running_in_slurmd()), and slurmd-wlm started as "slurmd-wlm"
+# reads the node's Gres= from slurm.conf as zero. That was the 2026-11-27 h200x4 run's
+# `Gres=(null)` and "A line in gres.conf for GRES gpu has 4 more configured than expected
+# in slurm.conf" (`slurmd-wlm -G` warns so; the same binary through a link named slurmd
+# prints the 4 GPUs).
+BIN=$WORK/bin
+mkdir -p "$BIN"
+for d in slurmctld slurmd slurmstepd; do ln -sf "$SBIN/$d-wlm" "$BIN/$d"; done
 missing=$({
   for b in slurmctld-wlm slurmd-wlm slurmstepd-wlm munged; do ldd "$SBIN/$b"; done
   for b in sbatch srun sacct squeue scancel sinfo; do ldd "$ROOT/usr/bin/$b"; done
@@ -94,13 +104,18 @@ missing=$({
 
 # --- 2. munge and a single-node Slurm with gres/gpu -------------------------------------
 NOGPU=${GPULANE_SLURM_NOGPU:-0}
+FAKE=${GPULANE_SLURM_FAKEGPU:-0}
 if [ "$NOGPU" = 1 ]; then
   NGPU=0
+elif [ "$FAKE" -gt 0 ]; then
+  NGPU=$FAKE # stand-in device files: Slurm only counts and hands out indices
+  DEVS="/dev/tty[1-$FAKE]"
 else
   NGPU=$(nvidia-smi -L | grep -c '^GPU ')
   [ "$NGPU" -ge 2 ] || fail "nvidia-smi sees $NGPU GPU(s); this needs at least 2"
   WANT=${GPULANE_SLURM_GPUS:-4}
   [ "$NGPU" -gt "$WANT" ] && NGPU=$WANT
+  DEVS="/dev/nvidia[0-$((NGPU - 1))]"
 fi
 dd if=/dev/urandom of="$WORK/munge/munge.key" bs=1 count=1024 status=none
 chmod 700 "$WORK/munge"
@@ -111,7 +126,9 @@ SOCK=$WORK/munge/munge.socket.2
   --seed-file="$WORK/munge/munged.seed" 2>>"$OUT/steps.log" || fail "munged did not start"
 for _ in $(seq 1 50); do [ -S "$SOCK" ] && break; sleep 0.1; done
 MEM=$(awk '/MemTotal/ {print int($2 / 1024 * 0.8)}' /proc/meminfo)
-CPUS=$(nproc)
+# GPULANE_SLURM_CPUS: more CPUs than the host has (config_overrides lets the node advertise
+# them), so that N tasks fit on the 2-core CPU machine in the fake-GPU check
+CPUS=${GPULANE_SLURM_CPUS:-$(nproc)}
 PLUGINS=$ROOT/usr/lib/x86_64-linux-gnu/slurm-wlm
 export SLURM_CONF=$WORK/etc/slurm.conf
 cat >"$SLURM_CONF" <<EOF
@@ -153,7 +170,7 @@ EOF
 echo "CgroupPlugin=cgroup/v1" >"$WORK/etc/cgroup.conf"
 cat >"$WORK/etc/gres.conf" <<EOF
 AutoDetect=off
-$([ "$NGPU" -gt 0 ] && echo "NodeName=$HOST Name=gpu File=/dev/nvidia[0-$((NGPU - 1))]")
+$([ "$NGPU" -gt 0 ] && echo "NodeName=$HOST Name=gpu File=$DEVS")
 EOF
 cp "$SLURM_CONF" "$WORK/etc/gres.conf" "$OUT/"
 # slurmd runs slurmstepd from the path it was built with, /usr/sbin/slurmstepd. In a mount
@@ -167,34 +184,17 @@ start_slurmd() {
   if unshare -m --propagation private sh -c "mount --bind /usr/sbin /usr/sbin" 2>/dev/null; then
     mkdir -p "$WORK/sbin" "$WORK/orig-sbin"
     for f in /usr/sbin/*; do ln -sf "$WORK/orig-sbin/${f##*/}" "$WORK/sbin/"; done
-    ln -sf "$SBIN/slurmstepd-wlm" "$WORK/sbin/slurmstepd"
+    ln -sf "$BIN/slurmstepd" "$WORK/sbin/slurmstepd"
     unshare -m --propagation private sh -c "mount --bind /usr/sbin '$WORK/orig-sbin' &&
-      mount --bind '$WORK/sbin' /usr/sbin && exec '$SBIN/slurmd-wlm'"
+      mount --bind '$WORK/sbin' /usr/sbin && exec '$BIN/slurmd'"
   else
     if [ ! -e /usr/sbin/slurmstepd ]; then
-      ln -s "$SBIN/slurmstepd-wlm" /usr/sbin/slurmstepd && LINKED=/usr/sbin/slurmstepd
+      ln -s "$BIN/slurmstepd" /usr/sbin/slurmstepd && LINKED=/usr/sbin/slurmstepd
       echo "=== made the link /usr/sbin/slurmstepd (no mount namespace here)" >>"$OUT/steps.log"
     fi
-    "$SBIN/slurmd-wlm"
+    "$BIN/slurmd"
   fi
 }
-"$SBIN/slurmctld-wlm" 2>>"$OUT/steps.log" || fail "slurmctld did not start"
-if ! start_slurmd 2>>"$OUT/steps.log"; then
-  # its reason, in the foreground and verbose, for the record
-  timeout 8 "$SBIN/slurmd-wlm" -D -vvv >"$OUT/slurmd-foreground.log" 2>&1
-  fail "slurmd did not start (slurmd-foreground.log)"
-fi
-state=""
-for _ in $(seq 1 300); do
-  state=$(sinfo -h -o %T 2>/dev/null | head -1)
-  case "$state" in idle* | mixed*) break ;; esac
-  sleep 0.1
-done
-sinfo -N -o '%N %T %G' >"$OUT/sinfo.txt" 2>&1
-cp "$WORK"/log/*.log "$OUT/" 2>/dev/null
-case "$state" in idle* | mixed*) ;; *) fail "the node is '${state:-not answering}' (slurmd.log, slurmctld.log in $OUT)" ;; esac
-echo "=== slurm up: $(sinfo --version), node $HOST $state, gres gpu:$NGPU" | tee -a "$OUT/steps.log"
-
 stop_daemons() {
   local d pid
   for d in slurmd slurmctld munged; do
@@ -207,6 +207,31 @@ stop_daemons() {
   cp "$WORK"/log/*.log "$OUT/" 2>/dev/null
   return 0
 }
+trap 'stop_daemons' EXIT # also when a limit (timeout) ends this script
+trap 'exit 143' TERM INT
+"$BIN/slurmctld" 2>>"$OUT/steps.log" || fail "slurmctld did not start"
+if ! start_slurmd 2>>"$OUT/steps.log"; then
+  # its reason, in the foreground and verbose, for the record
+  timeout 8 "$BIN/slurmd" -D -vvv >"$OUT/slurmd-foreground.log" 2>&1
+  fail "slurmd did not start (slurmd-foreground.log)"
+fi
+state=""
+for _ in $(seq 1 300); do
+  state=$(sinfo -h -o %T 2>/dev/null | head -1)
+  case "$state" in idle* | mixed*) break ;; esac
+  sleep 0.1
+done
+sinfo -N -o '%N %T %G' >"$OUT/sinfo.txt" 2>&1
+cp "$WORK"/log/*.log "$OUT/" 2>/dev/null
+case "$state" in idle* | mixed*) ;; *) fail "the node is '${state:-not answering}' (slurmd.log, slurmctld.log in $OUT)" ;; esac
+scontrol show node "$HOST" >"$OUT/node.txt" 2>&1
+gres=$(sed -n 's/^ *Gres=\([^ ]*\).*/\1/p' "$OUT/node.txt")
+echo "=== slurm up: $(sinfo --version), node $HOST $state, Gres=$gres" | tee -a "$OUT/steps.log"
+if [ "$NGPU" -gt 0 ] && [ "$gres" != "gpu:$NGPU" ]; then
+  stop_daemons
+  fail "the node registered Gres=$gres, not gpu:$NGPU (node.txt, slurmd.log)"
+fi
+
 if [ "$NOGPU" = 1 ]; then
   run srun-cpu 60 srun -N1 -n2 bash -c 'echo "task $SLURM_PROCID on $(hostname -s)"' || ok=1
   stop_daemons
@@ -214,8 +239,21 @@ if [ "$NOGPU" = 1 ]; then
 fi
 
 # --- 3. each task its own GPU ----------------------------------------------------------
-run srun-gpus 120 srun -N1 -n"$NGPU" --gpus-per-node="$NGPU" bash -c \
-  'echo "task $SLURM_PROCID local $SLURM_LOCALID CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES"; nvidia-smi -L'
+# --gpus-per-node (what gpulane's launcher asks): every task sees the node's N GPUs and a
+# rank takes cuda:LOCAL_RANK; --gpus-per-task=1: each task is given one GPU of its own.
+TASK='echo "task $SLURM_PROCID local $SLURM_LOCALID CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES-unset}"'
+run srun-gpus 60 srun -N1 -n"$NGPU" --gpus-per-node="$NGPU" -l bash -c "$TASK" || ok=1
+run srun-gpu-per-task 60 srun -N1 -n"$NGPU" --gpus-per-task=1 -l bash -c "$TASK" || ok=1
+# every task saw CUDA_VISIBLE_DEVICES: all N in the first, one each (all different) in the second
+all=$(seq -s, 0 $((NGPU - 1)))
+[ "$(grep -c "CUDA_VISIBLE_DEVICES=$all\$" "$OUT/srun-gpus.txt")" = "$NGPU" ] || ok=1
+[ "$(grep -o 'CUDA_VISIBLE_DEVICES=[0-9]*$' "$OUT/srun-gpu-per-task.txt" | sort -u | wc -l)" = "$NGPU" ] || ok=1
+log "srun: $([ $ok = 0 ] && echo "every task saw its GPUs" || echo "NOT every task saw its GPUs")"
+
+if [ "$FAKE" -gt 0 ] && [ "${GPULANE_SLURM_CPU_RUNS:-0}" != 1 ]; then
+  stop_daemons
+  exit $ok
+fi
 
 # --- 4. the same sweep under Slurm and locally, one rank per GPU ------------------------
 RUNS=$OUT/runs
