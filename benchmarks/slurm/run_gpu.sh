@@ -203,6 +203,10 @@ stop_daemons() {
       kill "$pid"
     fi
   done
+  for _ in $(seq 1 50); do # gone before the next start on the same ports
+    pgrep -f "^$WORK/" >/dev/null || break
+    sleep 0.1
+  done
   [ -n "$LINKED" ] && rm -f "$LINKED"
   cp "$WORK"/log/*.log "$OUT/" 2>/dev/null
   return 0
@@ -258,8 +262,12 @@ fi
 # --- 4. the same sweep under Slurm and locally, one rank per GPU ------------------------
 RUNS=$OUT/runs
 SLURM=(launcher=slurm "launcher.gpus_per_node=$NGPU" launcher.poll_s=1)
-SWEEP=(collectives=[all_reduce,all_gather] sizes.min=8 sizes.max=1G warmup=5 iters=20 progress=false)
-for k in 1 2; do # alternated: the comparison is at 64 MiB and up, where runs agree
+# GPULANE_SLURM_SIZES_MAX / _ITERS: smaller for the fake-GPU run on CPUs (gloo)
+SMAX=${GPULANE_SLURM_SIZES_MAX:-1G}
+ITERS=${GPULANE_SLURM_ITERS:-20}
+SWEEP=(collectives=[all_reduce,all_gather] sizes.min=8 "sizes.max=$SMAX" warmup=5 "iters=$ITERS" progress=false)
+# alternated (GPULANE_SLURM_SWEEPS times each, default 2): compared at 64 MiB and up
+for k in $(seq 1 "${GPULANE_SLURM_SWEEPS:-2}"); do
   run "slurm-$k" 300 gpulane sweep "${SLURM[@]}" "${SWEEP[@]}" results_dir="$RUNS/slurm" build=slurm || ok=1
   run "local-$k" 300 gpulane sweep "ranks=$NGPU" "${SWEEP[@]}" results_dir="$RUNS/local" build=local || ok=1
 done
@@ -269,6 +277,7 @@ for f in "$RUNS"/slurm/*/preflight.json; do cp "$f" "$OUT/preflight-$(basename "
 # copies are left out here (they do not go through the launcher): their rules are skipped knowingly
 ACCEPT=(suite.copy=false suite.localize=always suite.localize_pattern=halving html=false
         --allow-skip p2p_copy_nvlink,pinned_h2d,pinned_d2h,pinned_h2d_all_gpus,pinned_d2h_all_gpus)
+[ -n "${GPULANE_SLURM_SIZES_MAX:-}" ] && ACCEPT+=("suite.sizes_max=$SMAX" "suite.sweep_overrides=['iters=$ITERS']")
 run accept-slurm 300 gpulane accept "${SLURM[@]}" "${ACCEPT[@]}" results_dir="$RUNS/accept-slurm" build=slurm
 run accept-local 300 gpulane accept "${ACCEPT[@]}" results_dir="$RUNS/accept-local" build=local
 
