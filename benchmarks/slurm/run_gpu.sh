@@ -266,6 +266,8 @@ SLURM=(launcher=slurm "launcher.gpus_per_node=$NGPU" launcher.poll_s=1)
 SMAX=${GPULANE_SLURM_SIZES_MAX:-1G}
 ITERS=${GPULANE_SLURM_ITERS:-20}
 SWEEP=(collectives=[all_reduce,all_gather] sizes.min=8 "sizes.max=$SMAX" warmup=5 "iters=$ITERS" progress=false)
+# stand-in GPUs: Slurm sets CUDA_VISIBLE_DEVICES, so the ranks are told to run on the CPU
+[ "$FAKE" -gt 0 ] && SWEEP+=(device=cpu)
 # alternated (GPULANE_SLURM_SWEEPS times each, default 2): compared at 64 MiB and up
 for k in $(seq 1 "${GPULANE_SLURM_SWEEPS:-2}"); do
   run "slurm-$k" 300 gpulane sweep "${SLURM[@]}" "${SWEEP[@]}" results_dir="$RUNS/slurm" build=slurm || ok=1
@@ -277,7 +279,12 @@ for f in "$RUNS"/slurm/*/preflight.json; do cp "$f" "$OUT/preflight-$(basename "
 # copies are left out here (they do not go through the launcher): their rules are skipped knowingly
 ACCEPT=(suite.copy=false suite.localize=always suite.localize_pattern=halving html=false
         --allow-skip p2p_copy_nvlink,pinned_h2d,pinned_d2h,pinned_h2d_all_gpus,pinned_d2h_all_gpus)
-[ -n "${GPULANE_SLURM_SIZES_MAX:-}" ] && ACCEPT+=("suite.sizes_max=$SMAX" "suite.sweep_overrides=['iters=$ITERS']")
+[ -n "${GPULANE_SLURM_SIZES_MAX:-}" ] && ACCEPT+=("suite.sizes_max=$SMAX")
+if [ "$FAKE" -gt 0 ]; then
+  ACCEPT+=("suite.sweep_overrides=['iters=$ITERS','device=cpu']" "suite.localize_overrides=['device=cpu']")
+elif [ -n "${GPULANE_SLURM_ITERS:-}" ]; then
+  ACCEPT+=("suite.sweep_overrides=['iters=$ITERS']")
+fi
 run accept-slurm 300 gpulane accept "${SLURM[@]}" "${ACCEPT[@]}" results_dir="$RUNS/accept-slurm" build=slurm
 run accept-local 300 gpulane accept "${ACCEPT[@]}" results_dir="$RUNS/accept-local" build=local
 
