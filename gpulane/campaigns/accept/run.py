@@ -158,6 +158,7 @@ def run_accept(cfg: AcceptConfig) -> Outcome:
         save_config(cfg, run, gpus=gpus, kind="accept")
         build = run.build
         print(f"# gpulane accept: build {build}, {gpus} GPU(s), group {run.path}", flush=True)
+        clock.lap("setup")  # the rules read, the GPUs counted (NVML, else torch), the group
         steps = run_suite(cfg, run.path, build, gpus)
         clock.lap("suite")
         paths = [run.path]

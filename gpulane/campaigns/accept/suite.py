@@ -19,6 +19,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -181,19 +182,19 @@ def run_suite(cfg: AcceptConfig, group: Path, build: str, gpus: int) -> list[Ste
         child_env.setdefault("NCCL_NVLS_ENABLE", "0")
     names = [s.name for s in steps]
     beside = [s for s in steps if s.name in BESIDE_SWEEP] if "sweep" in names else []
-    started: dict[str, tuple[subprocess.Popen[str] | None, float]] = {}
+    started: dict[str, _Running] = {}
     for step in steps:
         if step in beside:  # started with the sweep, below
             continue
         if step.name == "sweep":
             for other in beside:  # the probe starts first and runs beside the sweep
-                started[other.name] = _start(other, child_env, group)
+                started[other.name] = _Running(other, child_env, group)
         if step.name not in started:
-            started[step.name] = _start(step, child_env, group)
-        _finish(step, *started[step.name], group)
+            started[step.name] = _Running(step, child_env, group)
+        _finish(step, started[step.name], group)
         if step.name == "sweep":
             for other in beside:
-                _finish(other, *started[other.name], group)
+                _finish(other, started[other.name], group)
         if step.name in ("sweep", "topo") and (group / TOPOLOGY_FILE).exists():
             child_env[TOPOLOGY_ENV] = str(group / TOPOLOGY_FILE)
     if gpus and not (group / TOPOLOGY_FILE).exists():
@@ -205,23 +206,38 @@ def run_suite(cfg: AcceptConfig, group: Path, build: str, gpus: int) -> list[Ste
     return steps
 
 
-def _start(
-    step: Step, env: dict[str, str], group: Path
-) -> tuple[subprocess.Popen[str] | None, float]:
-    """The step's process, started (None when it could not be: its note says why)."""
-    print(f"# accept: {step.name}: {' '.join(step.command[2:])}", flush=True)
-    t0 = time.monotonic()
-    # topo prints its JSON (kept, through a file: it runs while the sweep is waited for);
-    # the others print their tables, passed through; stderr gives a failed step's last line
-    try:
-        with _stdout_of(step, group) as out:
-            proc = subprocess.Popen(
-                step.command, env=env, stdout=out, stderr=subprocess.PIPE, text=True
-            )
-    except OSError as err:
-        step.rc, step.note = 127, str(err)
-        return None, t0
-    return proc, t0
+class _Running:
+    """A started step: its process read to the end by a thread of its own, so that a step
+    run beside another gets its own seconds (from its start to its exit)."""
+
+    def __init__(self, step: Step, env: dict[str, str], group: Path) -> None:
+        print(f"# accept: {step.name}: {' '.join(step.command[2:])}", flush=True)
+        self.t0 = time.monotonic()
+        self.ended = self.t0
+        self.stderr = ""
+        self.proc: subprocess.Popen[str] | None = None
+        # topo prints its JSON (kept, through a file); the others print their tables,
+        # passed through; stderr gives a failed step's last line
+        try:
+            with _stdout_of(step, group) as out:
+                self.proc = subprocess.Popen(
+                    step.command, env=env, stdout=out, stderr=subprocess.PIPE, text=True
+                )
+        except OSError as err:
+            step.rc, step.note = 127, str(err)
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        if self.proc is not None:
+            _, self.stderr = self.proc.communicate()
+        self.ended = time.monotonic()
+
+    def wait(self) -> tuple[int | None, str, float]:
+        """(exit status, stderr, seconds)"""
+        self.reader.join()
+        rc = self.proc.returncode if self.proc is not None else None
+        return rc, self.stderr or "", round(self.ended - self.t0, 1)
 
 
 def _stdout_of(step: Step, group: Path) -> Any:
@@ -230,13 +246,13 @@ def _stdout_of(step: Step, group: Path) -> Any:
     return contextlib.nullcontext(None)
 
 
-def _finish(step: Step, proc: subprocess.Popen[str] | None, t0: float, group: Path) -> None:
-    if proc is not None and step.rc is None:
-        _, stderr = proc.communicate()
-        step.rc = proc.returncode
+def _finish(step: Step, running: _Running, group: Path) -> None:
+    rc, stderr, seconds = running.wait()
+    if step.rc is None:  # it ran (127: it could not start)
+        step.rc, step.seconds = rc, seconds
         if step.name == "topo":
             part = group / (TOPOLOGY_FILE + ".part")
-            if proc.returncode == 0 and part.read_text(encoding="utf-8").strip():
+            if rc == 0 and part.read_text(encoding="utf-8").strip():
                 part.replace(group / TOPOLOGY_FILE)
             else:
                 part.unlink(missing_ok=True)
@@ -244,7 +260,6 @@ def _finish(step: Step, proc: subprocess.Popen[str] | None, t0: float, group: Pa
         elif stderr:
             sys.stderr.write(stderr)
             step.note = _last_line(stderr)
-        step.seconds = round(time.monotonic() - t0, 1)
     took = f" in {step.seconds} s" if step.seconds is not None else ""
     print(
         f"# accept: {step.name} exited {step.rc}{took}" + (f": {step.note}" if step.rc else ""),
