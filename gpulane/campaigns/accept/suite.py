@@ -167,7 +167,10 @@ def suite_steps(cfg: AcceptConfig, group: Path, build: str, gpus: int) -> list[S
         cmd += launcher_overrides(cfg.launcher)
         steps.append(Step("sweep", cmd + env + _list(suite.sweep_overrides)))
     if _want(suite.copy, gpus):
-        steps.append(Step("copy", [*_gpulane(), "copy", *common, *_list(suite.copy_overrides)]))
+        copy_args = _list(suite.copy_overrides)
+        # copy-bandwidth.png: the report draws the same rows (1-2 s of matplotlib saved)
+        quiet = [] if any(o.startswith("plot=") for o in copy_args) else ["plot=false"]
+        steps.append(Step("copy", [*_gpulane(), "copy", *common, *quiet, *copy_args]))
     if _want(suite.tokens, gpus):
         steps.append(
             Step("tokens", [*_gpulane(), "tokens", *common, *env, *_list(suite.tokens_overrides)])

@@ -25,9 +25,10 @@ def _cfg(**suite: Any) -> Any:
 
 
 @pytest.mark.parametrize("gpus", [0, 1, 2, 4, 8])
-def test_the_sweep_leaves_out_the_torch_overhead_figure(tmp_path: Path, gpus: int) -> None:
+def test_the_figures_no_rule_reads_are_left_out(tmp_path: Path, gpus: int) -> None:
     steps = {s.name: s.command for s in suite_steps(_cfg(), tmp_path, "b", gpus)}
     assert "torch_overhead=false" in steps["sweep"]
+    assert "plot=false" in steps.get("copy", ["plot=false"])
     assert ("topo" in steps) == ("copy" in steps) == (gpus > 0)
     # the probe is the step that runs beside the sweep; copies never do
     assert BESIDE_SWEEP == ("topo",)
