@@ -25,7 +25,7 @@ OUTDIR=${1:?usage: run_faults_gpu.sh OUTDIR [OVERRIDE...]}
 shift
 mkdir -p "$OUTDIR"
 out=$(cd "$OUTDIR" && pwd)
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 source benchmarks/gpu/env.sh
 PY=${PYTHON:-python3}
 RUNS="$out/runs"

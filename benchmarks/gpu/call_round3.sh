@@ -19,7 +19,7 @@ set -u
 OUT=${OUT:-/tmp/round3-out}
 work=${1:-/tmp/round3}
 mkdir -p "$OUT" "$work"
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 t0=$SECONDS
 took() { echo "$1: exit $2 at $((SECONDS - t0)) s" | tee -a "$work/calls.txt"; }
 pack() {

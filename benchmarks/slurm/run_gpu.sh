@@ -44,7 +44,7 @@ OUT=${1:-${OUT:-/tmp/gpulane-slurm-gpu}}
 DEBS=${2:-.debs}
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 out=$OUT # for env.sh's step()
 source benchmarks/gpu/env.sh
 WORK=${GPULANE_SLURM_WORK:-/tmp/gpulane-slurm}
@@ -265,7 +265,7 @@ SLURM=(launcher=slurm "launcher.gpus_per_node=$NGPU" launcher.poll_s=1)
 # GPULANE_SLURM_SIZES_MAX / _ITERS: smaller for the fake-GPU run on CPUs (gloo)
 SMAX=${GPULANE_SLURM_SIZES_MAX:-1G}
 ITERS=${GPULANE_SLURM_ITERS:-20}
-SWEEP=(collectives=[all_reduce,all_gather] sizes.min=8 "sizes.max=$SMAX" warmup=5 "iters=$ITERS" progress=false)
+SWEEP=("collectives=[all_reduce,all_gather]" sizes.min=8 "sizes.max=$SMAX" warmup=5 "iters=$ITERS" progress=false)
 # stand-in GPUs: Slurm sets CUDA_VISIBLE_DEVICES, so the ranks are told to run on the CPU
 [ "$FAKE" -gt 0 ] && SWEEP+=(device=cpu)
 # alternated (GPULANE_SLURM_SWEEPS times each, default 2): compared at 64 MiB and up
@@ -278,7 +278,7 @@ for f in "$RUNS"/slurm/*/preflight.json; do cp "$f" "$OUT/preflight-$(basename "
 # --- 5. accept under Slurm and locally, localization included ---------------------------
 # copies are left out here (they do not go through the launcher): their rules are skipped knowingly
 ACCEPT=(suite.copy=false suite.localize=always suite.localize_pattern=halving html=false
-        --allow-skip p2p_copy_nvlink,pinned_h2d,pinned_d2h,pinned_h2d_all_gpus,pinned_d2h_all_gpus)
+        --allow-skip "p2p_copy_nvlink,pinned_h2d,pinned_d2h,pinned_h2d_all_gpus,pinned_d2h_all_gpus")
 [ -n "${GPULANE_SLURM_SIZES_MAX:-}" ] && ACCEPT+=("suite.sizes_max=$SMAX")
 if [ "$FAKE" -gt 0 ]; then
   ACCEPT+=("suite.sweep_overrides=['iters=$ITERS','device=cpu']" "suite.localize_overrides=['device=cpu']")
