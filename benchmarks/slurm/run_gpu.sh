@@ -14,7 +14,8 @@
 #   4. (GPULANE_SLURM_ARRAY=1 only) gpulane sweep -m ... preset=nvlink,pcie-host, a job
 #      array of two elements through hydra-submitit-launcher.
 # Everything lands in $OUT (or the first argument): steps.log, each step's output, the
-# rows, compare.md, the Slurm configuration and daemon logs. About 5 minutes on 4x H200.
+# rows, compare.md, the Slurm configuration and daemon logs. About 5 minutes on 4x H200
+# (about 3 with GPULANE_SLURM_SWEEPS=1, as benchmarks/gpu/call_round3.sh runs it).
 #
 # Usage on the GPU machine, from the repository root:
 #   benchmarks/slurm/run_gpu.sh [OUTDIR] [DEBDIR]      # DEBDIR default: .debs
@@ -35,6 +36,16 @@
 #
 # GPULANE_SLURM_NOGPU=1 tries the packages without GPUs (no gres; stops after one srun):
 # how the unpacked Slurm is checked on the CPU machine before the GPU run.
+# GPULANE_SLURM_FAKEGPU=N: gres/gpu with N stand-in device files (/dev/tty1..N): the node
+# must register Gres=gpu:N and the sruns must hand out CUDA_VISIBLE_DEVICES; stops there,
+# or with GPULANE_SLURM_CPU_RUNS=1 goes on through the gpulane steps on gloo (device=cpu).
+# On the 2-core CPU machine, beside the test cluster of scripts/slurm-up.sh:
+#   GPULANE_SLURM_FAKEGPU=4 GPULANE_SLURM_CPUS=8 GPULANE_SLURM_WORK=/tmp/gsw1 \
+#   GPULANE_SLURM_PORT=7917 benchmarks/slurm/run_gpu.sh /tmp/out /work/main/.debs
+# (its own work folder, ports, slurm.conf and munge socket; CPUS: config_overrides lets
+# the node advertise more CPUs than it has, so that N tasks fit). Also settable:
+# GPULANE_SLURM_SWEEPS (sweeps each way, default 2), GPULANE_SLURM_SIZES_MAX (1G),
+# GPULANE_SLURM_ITERS (20), GPULANE_SLURM_GPUS (4), GPULANE_SLURM_ARRAY (0).
 #
 # Exit status: 0 when every step ran and the Slurm results agree with the local ones;
 # otherwise 1, with what stopped it in steps.log.
