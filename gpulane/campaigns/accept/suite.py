@@ -14,6 +14,7 @@ measure the GPUs and read the topology.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import json
 import os
 import re
@@ -178,8 +179,20 @@ def suite_steps(cfg: AcceptConfig, group: Path, build: str, gpus: int) -> list[S
     return steps
 
 
+def _import_ahead() -> None:
+    """What accept itself imports after the suite, imported while the suite's steps run:
+    torch for the doctor's load check, matplotlib for the report (seconds of the accept's
+    own time otherwise; the steps run in processes of their own)."""
+    for name in ("torch", "matplotlib.figure"):
+        # one that fails is named by the doctor or the report, later
+        with contextlib.suppress(Exception):
+            importlib.import_module(name)
+
+
 def run_suite(cfg: AcceptConfig, group: Path, build: str, gpus: int) -> list[Step]:
     steps = suite_steps(cfg, group, build, gpus)
+    if gpus:
+        threading.Thread(target=_import_ahead, daemon=True).start()
     child_env = {**os.environ, **run_env(cfg)}
     if gpus:
         child_env.setdefault("NCCL_NVLS_ENABLE", "0")
