@@ -179,6 +179,15 @@ def suite_steps(cfg: AcceptConfig, group: Path, build: str, gpus: int) -> list[S
     return steps
 
 
+def beside_sweep(steps: list[Step]) -> list[Step]:
+    """The steps that start with the sweep and run beside it: the read-only probe, where
+    there is a sweep (a probe asked to load the GPUs, topo --under-load, runs alone: the
+    sweep would measure its copies)."""
+    if not any(s.name == "sweep" for s in steps):
+        return []
+    return [s for s in steps if s.name in BESIDE_SWEEP and "--under-load" not in s.command]
+
+
 def _import_ahead() -> None:
     """What accept itself imports after the suite, imported while the suite's steps run:
     torch for the doctor's load check, matplotlib for the report (seconds of the accept's
@@ -196,8 +205,7 @@ def run_suite(cfg: AcceptConfig, group: Path, build: str, gpus: int) -> list[Ste
     child_env = {**os.environ, **run_env(cfg)}
     if gpus:
         child_env.setdefault("NCCL_NVLS_ENABLE", "0")
-    names = [s.name for s in steps]
-    beside = [s for s in steps if s.name in BESIDE_SWEEP] if "sweep" in names else []
+    beside = beside_sweep(steps)
     started: dict[str, _Running] = {}
     for step in steps:
         if step in beside:  # started with the sweep, below

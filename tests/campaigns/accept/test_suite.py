@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from gpulane.campaigns.accept.suite import BESIDE_SWEEP, suite_steps
+from gpulane.campaigns.accept.suite import BESIDE_SWEEP, beside_sweep, suite_steps
 from gpulane.config.commands import SuiteConfig
 
 
@@ -38,3 +38,13 @@ def test_asked_for_the_overhead_is_measured(tmp_path: Path) -> None:
     cfg = _cfg(sweep_overrides=["torch_overhead=true", "iters=5"])
     sweep = next(s for s in suite_steps(cfg, tmp_path, "b", 4) if s.name == "sweep")
     assert [c for c in sweep.command if c.startswith("torch_overhead")] == ["torch_overhead=true"]
+
+
+def test_only_a_read_only_probe_runs_beside_the_sweep(tmp_path: Path) -> None:
+    steps = suite_steps(_cfg(), tmp_path, "b", 4)
+    assert [s.name for s in beside_sweep(steps)] == ["topo"]
+    loaded = suite_steps(_cfg(topo_args=["--under-load"]), tmp_path, "b", 4)
+    assert beside_sweep(loaded) == []
+    # no sweep: nothing to run beside
+    alone = suite_steps(_cfg(sweep=False), tmp_path, "b", 4)
+    assert [s.name for s in alone] == ["topo", "copy"] and beside_sweep(alone) == []
