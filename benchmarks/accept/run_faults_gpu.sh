@@ -14,15 +14,18 @@
 # Each fault process is started here and ended by its own pid. The NVML captures for the
 # test fixtures (capture_nvml.py) are taken idle and with each fault on: copy
 # OUTDIR/nvml/nvml-busy-gpu2.json to tests/fixtures/h200x4/.
-# OUTDIR: machine.txt, times.tsv (step, exit, seconds), steps.log, nvml/, and per step
+# OUTDIR: machine.txt, times.tsv (step, exit, seconds), steps.log, nvml/, summary.md
+# (benchmarks/accept/summarize_faults.py: verdicts, names, seconds per phase), and per step
 # accept.log, accept.json, junit.xml, topology.json, localize.json, gpu_state/ and rows/.
+# DOCTOR_STEP=0 leaves out the stand-alone `gpulane doctor` on the busy GPU (11 s; it was
+# recorded in round 2) where device time is short.
 set -u -o pipefail
 
 OUTDIR=${1:?usage: run_faults_gpu.sh OUTDIR [OVERRIDE...]}
 shift
 mkdir -p "$OUTDIR"
 out=$(cd "$OUTDIR" && pwd)
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 source benchmarks/gpu/env.sh
 PY=${PYTHON:-python3}
 RUNS="$out/runs"
@@ -53,7 +56,7 @@ accept() {  # NAME EXPECTED_EXIT ARGS...: one accept, timed, its outputs kept
   group=$(grep -o "^# accept.json: .*" "$out/$name.accept.log" | tail -1 | sed 's/^# accept.json: //; s#/accept.json$##')
   mkdir -p "$out/$name"
   if [ -n "$group" ] && [ -d "$group" ]; then
-    cp "$group/accept.json" "$group/junit.xml" "$out/$name/" 2>/dev/null
+    cp "$group/accept.json" "$group/junit.xml" "$group/report.html" "$out/$name/" 2>/dev/null
     [ -f "$group/topology.json" ] && cp "$group/topology.json" "$out/$name/"
     (cd "$group" && find . \( -name rows.jsonl -o -name localize.json -o -name gpu_state.json \) \
       -exec cp --parents {} "$out/$name/" \;)
@@ -84,7 +87,7 @@ accept healthy 0 save_baseline=healthy "$@"
 
 start_fault busy-gpu2 busy 2 400
 step nvml-busy-gpu2 60 "$PY" benchmarks/accept/capture_nvml.py "$out/nvml" busy-gpu2
-step doctor-busy-gpu2 120 "$PY" -m gpulane.cli doctor
+[ "${DOCTOR_STEP:-1}" = 1 ] && step doctor-busy-gpu2 120 "$PY" -m gpulane.cli doctor
 accept busy-gpu2 1 --baseline healthy "$@"
 stop_fault
 
@@ -95,4 +98,6 @@ stop_fault
 
 accept healthy-again 0 --baseline healthy "$@"
 
+"$PY" benchmarks/accept/summarize_faults.py "$out" >"$out/summary.md" 2>&1
+cat "$out/summary.md" >>"$out/steps.log"
 log "done: $(awk -F'\t' 'NR>1 && $2!=$4 {bad=bad" "$1} END {print bad ? "NOT as expected:" bad : "every exit as expected"}' "$out/times.tsv")"

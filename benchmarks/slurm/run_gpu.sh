@@ -14,7 +14,8 @@
 #   4. (GPULANE_SLURM_ARRAY=1 only) gpulane sweep -m ... preset=nvlink,pcie-host, a job
 #      array of two elements through hydra-submitit-launcher.
 # Everything lands in $OUT (or the first argument): steps.log, each step's output, the
-# rows, compare.md, the Slurm configuration and daemon logs. About 5 minutes on 4x H200.
+# rows, compare.md, the Slurm configuration and daemon logs. About 5 minutes on 4x H200
+# (about 3 with GPULANE_SLURM_SWEEPS=1, as benchmarks/gpu/call_round3.sh runs it).
 #
 # Usage on the GPU machine, from the repository root:
 #   benchmarks/slurm/run_gpu.sh [OUTDIR] [DEBDIR]      # DEBDIR default: .debs
@@ -35,6 +36,16 @@
 #
 # GPULANE_SLURM_NOGPU=1 tries the packages without GPUs (no gres; stops after one srun):
 # how the unpacked Slurm is checked on the CPU machine before the GPU run.
+# GPULANE_SLURM_FAKEGPU=N: gres/gpu with N stand-in device files (/dev/tty1..N): the node
+# must register Gres=gpu:N and the sruns must hand out CUDA_VISIBLE_DEVICES; stops there,
+# or with GPULANE_SLURM_CPU_RUNS=1 goes on through the gpulane steps on gloo (device=cpu).
+# On the 2-core CPU machine, beside the test cluster of scripts/slurm-up.sh:
+#   GPULANE_SLURM_FAKEGPU=4 GPULANE_SLURM_CPUS=8 GPULANE_SLURM_WORK=/tmp/gsw1 \
+#   GPULANE_SLURM_PORT=7917 benchmarks/slurm/run_gpu.sh /tmp/out /work/main/.debs
+# (its own work folder, ports, slurm.conf and munge socket; CPUS: config_overrides lets
+# the node advertise more CPUs than it has, so that N tasks fit). Also settable:
+# GPULANE_SLURM_SWEEPS (sweeps each way, default 2), GPULANE_SLURM_SIZES_MAX (1G),
+# GPULANE_SLURM_ITERS (20), GPULANE_SLURM_GPUS (4), GPULANE_SLURM_ARRAY (0).
 #
 # Exit status: 0 when every step ran and the Slurm results agree with the local ones;
 # otherwise 1, with what stopped it in steps.log.
@@ -44,7 +55,7 @@ OUT=${1:-${OUT:-/tmp/gpulane-slurm-gpu}}
 DEBS=${2:-.debs}
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 out=$OUT # for env.sh's step()
 source benchmarks/gpu/env.sh
 WORK=${GPULANE_SLURM_WORK:-/tmp/gpulane-slurm}
@@ -86,6 +97,16 @@ export PATH="$ROOT/usr/bin:$ROOT/usr/sbin:$PATH"
   nvidia-smi -L
 } >"$OUT/machine.txt" 2>&1
 SBIN=$ROOT/usr/sbin # Debian names them slurmctld-wlm, slurmd-wlm, slurmstepd-wlm
+# ...and its postinst (update-alternatives, not run by dpkg-deb -x) links /usr/sbin/slurmd
+# to slurmd-wlm. The daemons must run under their plain names: Slurm asks its own program
+# name whether it is slurmd (running_in_slurmd()), and slurmd-wlm started as "slurmd-wlm"
+# reads the node's Gres= from slurm.conf as zero. That was the 2026-11-27 h200x4 run's
+# `Gres=(null)` and "A line in gres.conf for GRES gpu has 4 more configured than expected
+# in slurm.conf" (`slurmd-wlm -G` warns so; the same binary through a link named slurmd
+# prints the 4 GPUs).
+BIN=$WORK/bin
+mkdir -p "$BIN"
+for d in slurmctld slurmd slurmstepd; do ln -sf "$SBIN/$d-wlm" "$BIN/$d"; done
 missing=$({
   for b in slurmctld-wlm slurmd-wlm slurmstepd-wlm munged; do ldd "$SBIN/$b"; done
   for b in sbatch srun sacct squeue scancel sinfo; do ldd "$ROOT/usr/bin/$b"; done
@@ -94,13 +115,18 @@ missing=$({
 
 # --- 2. munge and a single-node Slurm with gres/gpu -------------------------------------
 NOGPU=${GPULANE_SLURM_NOGPU:-0}
+FAKE=${GPULANE_SLURM_FAKEGPU:-0}
 if [ "$NOGPU" = 1 ]; then
   NGPU=0
+elif [ "$FAKE" -gt 0 ]; then
+  NGPU=$FAKE # stand-in device files: Slurm only counts and hands out indices
+  DEVS="/dev/tty[1-$FAKE]"
 else
   NGPU=$(nvidia-smi -L | grep -c '^GPU ')
   [ "$NGPU" -ge 2 ] || fail "nvidia-smi sees $NGPU GPU(s); this needs at least 2"
   WANT=${GPULANE_SLURM_GPUS:-4}
   [ "$NGPU" -gt "$WANT" ] && NGPU=$WANT
+  DEVS="/dev/nvidia[0-$((NGPU - 1))]"
 fi
 dd if=/dev/urandom of="$WORK/munge/munge.key" bs=1 count=1024 status=none
 chmod 700 "$WORK/munge"
@@ -111,7 +137,9 @@ SOCK=$WORK/munge/munge.socket.2
   --seed-file="$WORK/munge/munged.seed" 2>>"$OUT/steps.log" || fail "munged did not start"
 for _ in $(seq 1 50); do [ -S "$SOCK" ] && break; sleep 0.1; done
 MEM=$(awk '/MemTotal/ {print int($2 / 1024 * 0.8)}' /proc/meminfo)
-CPUS=$(nproc)
+# GPULANE_SLURM_CPUS: more CPUs than the host has (config_overrides lets the node advertise
+# them), so that N tasks fit on the 2-core CPU machine in the fake-GPU check
+CPUS=${GPULANE_SLURM_CPUS:-$(nproc)}
 PLUGINS=$ROOT/usr/lib/x86_64-linux-gnu/slurm-wlm
 export SLURM_CONF=$WORK/etc/slurm.conf
 cat >"$SLURM_CONF" <<EOF
@@ -153,7 +181,7 @@ EOF
 echo "CgroupPlugin=cgroup/v1" >"$WORK/etc/cgroup.conf"
 cat >"$WORK/etc/gres.conf" <<EOF
 AutoDetect=off
-$([ "$NGPU" -gt 0 ] && echo "NodeName=$HOST Name=gpu File=/dev/nvidia[0-$((NGPU - 1))]")
+$([ "$NGPU" -gt 0 ] && echo "NodeName=$HOST Name=gpu File=$DEVS")
 EOF
 cp "$SLURM_CONF" "$WORK/etc/gres.conf" "$OUT/"
 # slurmd runs slurmstepd from the path it was built with, /usr/sbin/slurmstepd. In a mount
@@ -167,21 +195,39 @@ start_slurmd() {
   if unshare -m --propagation private sh -c "mount --bind /usr/sbin /usr/sbin" 2>/dev/null; then
     mkdir -p "$WORK/sbin" "$WORK/orig-sbin"
     for f in /usr/sbin/*; do ln -sf "$WORK/orig-sbin/${f##*/}" "$WORK/sbin/"; done
-    ln -sf "$SBIN/slurmstepd-wlm" "$WORK/sbin/slurmstepd"
+    ln -sf "$BIN/slurmstepd" "$WORK/sbin/slurmstepd"
     unshare -m --propagation private sh -c "mount --bind /usr/sbin '$WORK/orig-sbin' &&
-      mount --bind '$WORK/sbin' /usr/sbin && exec '$SBIN/slurmd-wlm'"
+      mount --bind '$WORK/sbin' /usr/sbin && exec '$BIN/slurmd'"
   else
     if [ ! -e /usr/sbin/slurmstepd ]; then
-      ln -s "$SBIN/slurmstepd-wlm" /usr/sbin/slurmstepd && LINKED=/usr/sbin/slurmstepd
+      ln -s "$BIN/slurmstepd" /usr/sbin/slurmstepd && LINKED=/usr/sbin/slurmstepd
       echo "=== made the link /usr/sbin/slurmstepd (no mount namespace here)" >>"$OUT/steps.log"
     fi
-    "$SBIN/slurmd-wlm"
+    "$BIN/slurmd"
   fi
 }
-"$SBIN/slurmctld-wlm" 2>>"$OUT/steps.log" || fail "slurmctld did not start"
+stop_daemons() {
+  local d pid
+  for d in slurmd slurmctld munged; do
+    pid=$(cat "$WORK/run/$d.pid" 2>/dev/null)
+    if [ -n "$pid" ] && [[ "$(cat "/proc/$pid/comm" 2>/dev/null)" == "$d"* ]]; then
+      kill "$pid"
+    fi
+  done
+  for _ in $(seq 1 50); do # gone before the next start on the same ports
+    pgrep -f "^$WORK/" >/dev/null || break
+    sleep 0.1
+  done
+  [ -n "$LINKED" ] && rm -f "$LINKED"
+  cp "$WORK"/log/*.log "$OUT/" 2>/dev/null
+  return 0
+}
+trap 'stop_daemons' EXIT # also when a limit (timeout) ends this script
+trap 'exit 143' TERM INT
+"$BIN/slurmctld" 2>>"$OUT/steps.log" || fail "slurmctld did not start"
 if ! start_slurmd 2>>"$OUT/steps.log"; then
   # its reason, in the foreground and verbose, for the record
-  timeout 8 "$SBIN/slurmd-wlm" -D -vvv >"$OUT/slurmd-foreground.log" 2>&1
+  timeout 8 "$BIN/slurmd" -D -vvv >"$OUT/slurmd-foreground.log" 2>&1
   fail "slurmd did not start (slurmd-foreground.log)"
 fi
 state=""
@@ -193,20 +239,14 @@ done
 sinfo -N -o '%N %T %G' >"$OUT/sinfo.txt" 2>&1
 cp "$WORK"/log/*.log "$OUT/" 2>/dev/null
 case "$state" in idle* | mixed*) ;; *) fail "the node is '${state:-not answering}' (slurmd.log, slurmctld.log in $OUT)" ;; esac
-echo "=== slurm up: $(sinfo --version), node $HOST $state, gres gpu:$NGPU" | tee -a "$OUT/steps.log"
+scontrol show node "$HOST" >"$OUT/node.txt" 2>&1
+gres=$(sed -n 's/^ *Gres=\([^ ]*\).*/\1/p' "$OUT/node.txt")
+echo "=== slurm up: $(sinfo --version), node $HOST $state, Gres=$gres" | tee -a "$OUT/steps.log"
+if [ "$NGPU" -gt 0 ] && [ "$gres" != "gpu:$NGPU" ]; then
+  stop_daemons
+  fail "the node registered Gres=$gres, not gpu:$NGPU (node.txt, slurmd.log)"
+fi
 
-stop_daemons() {
-  local d pid
-  for d in slurmd slurmctld munged; do
-    pid=$(cat "$WORK/run/$d.pid" 2>/dev/null)
-    if [ -n "$pid" ] && [[ "$(cat "/proc/$pid/comm" 2>/dev/null)" == "$d"* ]]; then
-      kill "$pid"
-    fi
-  done
-  [ -n "$LINKED" ] && rm -f "$LINKED"
-  cp "$WORK"/log/*.log "$OUT/" 2>/dev/null
-  return 0
-}
 if [ "$NOGPU" = 1 ]; then
   run srun-cpu 60 srun -N1 -n2 bash -c 'echo "task $SLURM_PROCID on $(hostname -s)"' || ok=1
   stop_daemons
@@ -214,14 +254,33 @@ if [ "$NOGPU" = 1 ]; then
 fi
 
 # --- 3. each task its own GPU ----------------------------------------------------------
-run srun-gpus 120 srun -N1 -n"$NGPU" --gpus-per-node="$NGPU" bash -c \
-  'echo "task $SLURM_PROCID local $SLURM_LOCALID CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES"; nvidia-smi -L'
+# --gpus-per-node (what gpulane's launcher asks): every task sees the node's N GPUs and a
+# rank takes cuda:LOCAL_RANK; --gpus-per-task=1: each task is given one GPU of its own.
+TASK='echo "task $SLURM_PROCID local $SLURM_LOCALID CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES-unset}"'
+run srun-gpus 60 srun -N1 -n"$NGPU" --gpus-per-node="$NGPU" -l bash -c "$TASK" || ok=1
+run srun-gpu-per-task 60 srun -N1 -n"$NGPU" --gpus-per-task=1 -l bash -c "$TASK" || ok=1
+# every task saw CUDA_VISIBLE_DEVICES: all N in the first, one each (all different) in the second
+all=$(seq -s, 0 $((NGPU - 1)))
+[ "$(grep -c "CUDA_VISIBLE_DEVICES=$all\$" "$OUT/srun-gpus.txt")" = "$NGPU" ] || ok=1
+[ "$(grep -o 'CUDA_VISIBLE_DEVICES=[0-9]*$' "$OUT/srun-gpu-per-task.txt" | sort -u | wc -l)" = "$NGPU" ] || ok=1
+log "srun: $([ $ok = 0 ] && echo "every task saw its GPUs" || echo "NOT every task saw its GPUs")"
+
+if [ "$FAKE" -gt 0 ] && [ "${GPULANE_SLURM_CPU_RUNS:-0}" != 1 ]; then
+  stop_daemons
+  exit $ok
+fi
 
 # --- 4. the same sweep under Slurm and locally, one rank per GPU ------------------------
 RUNS=$OUT/runs
 SLURM=(launcher=slurm "launcher.gpus_per_node=$NGPU" launcher.poll_s=1)
-SWEEP=(collectives=[all_reduce,all_gather] sizes.min=8 sizes.max=1G warmup=5 iters=20 progress=false)
-for k in 1 2; do # alternated: the comparison is at 64 MiB and up, where runs agree
+# GPULANE_SLURM_SIZES_MAX / _ITERS: smaller for the fake-GPU run on CPUs (gloo)
+SMAX=${GPULANE_SLURM_SIZES_MAX:-1G}
+ITERS=${GPULANE_SLURM_ITERS:-20}
+SWEEP=("collectives=[all_reduce,all_gather]" sizes.min=8 "sizes.max=$SMAX" warmup=5 "iters=$ITERS" progress=false)
+# stand-in GPUs: Slurm sets CUDA_VISIBLE_DEVICES, so the ranks are told to run on the CPU
+[ "$FAKE" -gt 0 ] && SWEEP+=(device=cpu)
+# alternated (GPULANE_SLURM_SWEEPS times each, default 2): compared at 64 MiB and up
+for k in $(seq 1 "${GPULANE_SLURM_SWEEPS:-2}"); do
   run "slurm-$k" 300 gpulane sweep "${SLURM[@]}" "${SWEEP[@]}" results_dir="$RUNS/slurm" build=slurm || ok=1
   run "local-$k" 300 gpulane sweep "ranks=$NGPU" "${SWEEP[@]}" results_dir="$RUNS/local" build=local || ok=1
 done
@@ -230,7 +289,13 @@ for f in "$RUNS"/slurm/*/preflight.json; do cp "$f" "$OUT/preflight-$(basename "
 # --- 5. accept under Slurm and locally, localization included ---------------------------
 # copies are left out here (they do not go through the launcher): their rules are skipped knowingly
 ACCEPT=(suite.copy=false suite.localize=always suite.localize_pattern=halving html=false
-        --allow-skip p2p_copy_nvlink,pinned_h2d,pinned_d2h,pinned_h2d_all_gpus,pinned_d2h_all_gpus)
+        --allow-skip "p2p_copy_nvlink,pinned_h2d,pinned_d2h,pinned_h2d_all_gpus,pinned_d2h_all_gpus")
+[ -n "${GPULANE_SLURM_SIZES_MAX:-}" ] && ACCEPT+=("suite.sizes_max=$SMAX")
+if [ "$FAKE" -gt 0 ]; then
+  ACCEPT+=("suite.sweep_overrides=['iters=$ITERS','device=cpu']" "suite.localize_overrides=['device=cpu']")
+elif [ -n "${GPULANE_SLURM_ITERS:-}" ]; then
+  ACCEPT+=("suite.sweep_overrides=['iters=$ITERS']")
+fi
 run accept-slurm 300 gpulane accept "${SLURM[@]}" "${ACCEPT[@]}" results_dir="$RUNS/accept-slurm" build=slurm
 run accept-local 300 gpulane accept "${ACCEPT[@]}" results_dir="$RUNS/accept-local" build=local
 

@@ -13,9 +13,13 @@ below what the busy link reads gives way to the busy reading.
 
 from __future__ import annotations
 
+import json
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from gpulane.errors import GpulaneError
 from gpulane.topology.bandwidth import (
     NVLINK_BY_VERSION,
     LineRate,
@@ -51,8 +55,21 @@ def _nvml() -> Any | None:
     return pynvml
 
 
+# Set by `gpulane accept` for its copy step: the topology.json its topo step probed on
+# this machine moments before (the same probe; about 3 s of nvidia-smi and lspci saved).
+TOPOLOGY_ENV = "GPULANE_TOPOLOGY_FILE"
+
+
 def probe_topology() -> tuple[Topology | None, dict[str, Any] | None]:
-    """(this machine's Topology, its JSON) from gpulane.topology.live, or (None, None)."""
+    """(this machine's Topology, its JSON) from the file $GPULANE_TOPOLOGY_FILE names, else
+    from gpulane.topology.live, or (None, None)."""
+    given = os.environ.get(TOPOLOGY_ENV)
+    if given:
+        try:
+            data = json.loads(Path(given).read_text(encoding="utf-8"))
+            return Topology.from_json(data, given), data
+        except (OSError, ValueError, GpulaneError):
+            pass  # probed below instead
     try:
         from gpulane.topology.live import probe_topology as probe
     except Exception:

@@ -14,7 +14,12 @@ from __future__ import annotations
 
 import html
 import math
-from collections.abc import Iterable, Sequence
+import multiprocessing
+import os
+import warnings
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 import pandas as pd
@@ -111,7 +116,63 @@ def details(summary: str, body: str, element_id: str | None = None) -> str:
 
 
 def figure(plot: Plot) -> str:
-    return f"<figure>{plot.svg()}<figcaption>{e(plot.alt)}</figcaption></figure>"
+    held = _HELD.get()
+    if held is not None:  # drawn later, all at once (figures_at_once)
+        held.append(plot)
+        svg = f"\x00plot{len(held) - 1}\x00"
+    else:
+        svg = plot.svg()
+    return f"<figure>{svg}<figcaption>{e(plot.alt)}</figcaption></figure>"
+
+
+# Plots whose SVG figure() left to draw: drawing is most of a page's time (matplotlib's
+# layout and text measuring: 4-5 s of the accept report on 4x H200, one figure after
+# another), and each figure is drawn by itself, so they are drawn in processes at once.
+_HELD: ContextVar[list[Plot] | None] = ContextVar("held_plots", default=None)
+_DRAWING: list[Plot] = []
+DRAW_TIMEOUT_S = 120
+
+
+@contextmanager
+def figures_at_once() -> Iterator[list[Plot]]:
+    """Within: figure() holds its plot back and leaves a mark; :func:`draw_held` fills them."""
+    held: list[Plot] = []
+    token = _HELD.set(held)
+    try:
+        yield held
+    finally:
+        _HELD.reset(token)
+
+
+def _draw(index: int) -> str:
+    return _DRAWING[index].svg()
+
+
+def draw_held(text: str, held: list[Plot]) -> str:
+    """``text`` with each mark replaced by its plot's SVG, drawn in forked processes where
+    there are several (in this process where fork is not there or fails)."""
+    if not held:
+        return text
+    svgs: list[str] | None = None
+    workers = min(len(held), os.cpu_count() or 1)
+    if workers > 1 and "fork" in multiprocessing.get_all_start_methods():
+        _DRAWING[:] = held  # the children inherit the figures: nothing to pickle
+        try:
+            with warnings.catch_warnings():
+                # Python 3.12 warns of fork beside threads (CUDA's, NVML's): the children
+                # only draw; a child that hangs all the same is given up on (timeout)
+                warnings.simplefilter("ignore", DeprecationWarning)
+                with multiprocessing.get_context("fork").Pool(workers) as pool:
+                    svgs = pool.map_async(_draw, range(len(held))).get(timeout=DRAW_TIMEOUT_S)
+        except Exception:
+            svgs = None
+        finally:
+            _DRAWING.clear()
+    if svgs is None:
+        svgs = [p.svg() for p in held]
+    for i, svg in enumerate(svgs):
+        text = text.replace(f"\x00plot{i}\x00", svg, 1)
+    return text
 
 
 def section(section_id: str, heading: str, body: str) -> str:

@@ -23,7 +23,7 @@ from gpulane.analysis.compare.machines import series_labels
 from gpulane.analysis.fabric import fabric_section
 from gpulane.analysis.plots import colours
 from gpulane.analysis.report.checks import acceptance_section
-from gpulane.analysis.report.html import page
+from gpulane.analysis.report.html import draw_held, figures_at_once, page
 from gpulane.analysis.report.sections import (
     collectives_section,
     copies_section,
@@ -49,7 +49,28 @@ def render_report(
     baseline_source: str | None = None,
     history: str | None = None,
 ) -> str:
-    """The whole report as one HTML string."""
+    """The whole report as one HTML string (its plots drawn at once, at the end)."""
+    with figures_at_once() as held:
+        text = _render(
+            frame, topology, verdict, title, sources, topology_source, rule_set, baseline,
+            findings, baseline_source, history,
+        )  # fmt: skip
+    return draw_held(text, held)
+
+
+def _render(
+    frame: pd.DataFrame,
+    topology: Topology | Mapping[str, Any] | None,
+    verdict: Verdict | None,
+    title: str,
+    sources: Sequence[str],
+    topology_source: str | None,
+    rule_set: str | None,
+    baseline: pd.DataFrame | None,
+    findings: Sequence[Mapping[str, Any]] | None,
+    baseline_source: str | None,
+    history: str | None,
+) -> str:
     topo = as_topology(topology)
     series = "build"
     # A build whose rows come from different machines (GPU model, host, backend) is drawn

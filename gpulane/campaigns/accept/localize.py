@@ -56,6 +56,14 @@ def localize_command(cfg: Any, group: Path, build: str, op: str, gpus: int) -> l
         size = "1G" if gpus > 0 else "32M"
     _mode, pattern = mode_of(cfg)
     env = [f"++env.{k}={v}" for k, v in (cfg.env or {}).items()]
+    overrides = [
+        *[str(o) for o in suite.sweep_overrides or []],
+        *[str(o) for o in getattr(suite, "localize_overrides", None) or []],
+    ]
+    # what torch.distributed adds per call: a figure no rule reads (as the suite's sweep)
+    quiet = (
+        [] if any(o.startswith("torch_overhead=") for o in overrides) else ["torch_overhead=false"]
+    )
     return [
         sys.executable,
         "-m",
@@ -72,8 +80,8 @@ def localize_command(cfg: Any, group: Path, build: str, op: str, gpus: int) -> l
         *_preset(cfg),
         *launcher_overrides(cfg.launcher),
         *env,
-        *[str(o) for o in suite.sweep_overrides or []],
-        *[str(o) for o in getattr(suite, "localize_overrides", None) or []],
+        *quiet,
+        *overrides,
     ]
 
 

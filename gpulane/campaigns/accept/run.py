@@ -15,6 +15,7 @@ to skip with ``--allow-skip RULE``; or nothing passed at all).
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -62,6 +63,8 @@ class Outcome:
     stored_baseline: Path | None = None
     # gpulane doctor's findings ({severity, check, title, evidence, why, fix, subject})
     findings: list[dict[str, Any]] = field(default_factory=list)
+    # wall seconds per phase of this accept (suite, doctor, rules, localize, report, total)
+    seconds: dict[str, float] = field(default_factory=dict)
 
 
 def accept(cfg: AcceptConfig) -> int:
@@ -78,6 +81,9 @@ def accept(cfg: AcceptConfig) -> int:
             f"# doctor: {len(outcome.findings)} finding(s), first: [{worst['severity']}] "
             f'{worst["title"]} (accept.json "findings")'
         )
+    if outcome.seconds and str(cfg.format) != "json":
+        parts = ", ".join(f"{k} {v:g}" for k, v in outcome.seconds.items())
+        print(f"# accept: seconds: {parts}")
     for name, path in outcome.files.items():
         print(f"# {name}: {path}")
     if outcome.stored_baseline is not None:
@@ -116,6 +122,7 @@ def _rules_spec(cfg: AcceptConfig) -> dict[str, Any]:
 
 
 def run_accept(cfg: AcceptConfig) -> Outcome:
+    clock = _Clock()
     rules_spec = _rules_spec(cfg)
     load_rules(rules_spec)  # a bad rule is an input error before anything is measured
     allow_skip = check_allow_skip(list(cfg.allow_skip or []), rules_spec)
@@ -151,7 +158,9 @@ def run_accept(cfg: AcceptConfig) -> Outcome:
         save_config(cfg, run, gpus=gpus, kind="accept")
         build = run.build
         print(f"# gpulane accept: build {build}, {gpus} GPU(s), group {run.path}", flush=True)
+        clock.lap("setup")  # the rules read, the GPUs counted (NVML, else torch), the group
         steps = run_suite(cfg, run.path, build, gpus)
+        clock.lap("suite")
         paths = [run.path]
         default_out = run.path
     try:
@@ -161,8 +170,10 @@ def run_accept(cfg: AcceptConfig) -> Outcome:
             raise
         frame = load_frame([])
     topology, topology_src = given or resolve_topology(cfg.topology, paths)
+    clock.lap("read")
     doctor = accept_doctor(cfg.doctor, paths, not cfg.run, gpus, topology, topology_src)
     found = findings_json(doctor)
+    clock.lap("doctor")
     verdict = evaluate(
         frame,
         rules_spec,
@@ -179,12 +190,14 @@ def run_accept(cfg: AcceptConfig) -> Outcome:
             if s.name == "sweep" and s.rc == RunFailed.exit_code and not s.note:
                 s.note = "the cluster campaign named what the campaign lines say"
     verdict.checks[:0] = step_checks(steps) + campaign
+    clock.lap("rules")
     if steps and not cfg.run:  # measured here: a failed node-level collective is localized
         named, step = localize_checks(
             cfg, paths[0], str(build), verdict.checks, topology, found["findings"], gpus
         )
         verdict.checks += named
         steps += [step] if step is not None else []
+        clock.lap("localize")
     if frame.empty:
         verdict.checks.insert(
             0,
@@ -203,7 +216,8 @@ def run_accept(cfg: AcceptConfig) -> Outcome:
         "topology": topology_src,
         "baseline": baseline_src,
         "steps": [
-            {"name": s.name, "command": s.command, "rc": s.rc, "note": s.note} for s in steps
+            {"name": s.name, "command": s.command, "rc": s.rc, "note": s.note, "seconds": s.seconds}
+            for s in steps
         ],
     }
     (out / ACCEPT_JSON).write_text(
@@ -235,6 +249,7 @@ def run_accept(cfg: AcceptConfig) -> Outcome:
             encoding="utf-8",
         )
         outcome.files["report"] = path
+        clock.lap("report")
     name = cfg.save_baseline if verdict.passed else None
     if name:
         dirs = sorted({Path(d) for d in frame["run_dir"].dropna().unique()}) if len(frame) else []
@@ -249,7 +264,29 @@ def run_accept(cfg: AcceptConfig) -> Outcome:
                 "build": meta["build"],
             },
         )
+        clock.lap("baseline")
+    outcome.seconds = clock.done()
+    # beside the verdict, for the record (benchmarks/accept): where an accept's time went
+    doc = json.loads((out / ACCEPT_JSON).read_text(encoding="utf-8"))
+    doc["seconds"] = outcome.seconds
+    (out / ACCEPT_JSON).write_text(json.dumps(doc, indent=1, default=str), encoding="utf-8")
     return outcome
+
+
+class _Clock:
+    """Wall seconds per phase: lap(name) closes the phase that ran since the last lap."""
+
+    def __init__(self) -> None:
+        self.start = self.last = time.monotonic()
+        self.laps: dict[str, float] = {}
+
+    def lap(self, name: str) -> None:
+        now = time.monotonic()
+        self.laps[name] = round(self.laps.get(name, 0.0) + now - self.last, 1)
+        self.last = now
+
+    def done(self) -> dict[str, float]:
+        return {**self.laps, "total": round(time.monotonic() - self.start, 1)}
 
 
 def _rule_set_name(cfg: AcceptConfig) -> str | None:

@@ -1,17 +1,27 @@
 """The acceptance suite: gpulane's own commands run as subprocesses into one group.
 
-``gpulane topo --json`` first (-> ``topology.json``: the sweep labels paths from it), then
-``gpulane sweep``, ``gpulane copy`` and (when asked) ``gpulane tokens``, each writing its
-run directory of rows beneath the group. Each step is a :class:`Check` line of its own.
+``gpulane topo --json`` (-> ``topology.json``), ``gpulane sweep``, ``gpulane copy`` and
+(when asked) ``gpulane tokens``, each writing its run directory of rows beneath the group.
+Each step is a :class:`Check` line of its own, with the seconds it took.
+
+The topology probe only reads (NVML, nvidia-smi, lspci, sysfs) and the sweep labels its
+paths itself, so the probe runs beside the sweep's start-up (its ranks' imports and NCCL's
+set-up, about 7 s on 4 GPUs, longer than the probe) instead of before it: the accept on
+4x H200 took 77 s with the two in turn. The copy and tokens steps wait for both: they
+measure the GPUs and read the topology.
 """
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import json
 import os
 import re
 import subprocess
 import sys
+import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,6 +39,14 @@ class Step:
     command: list[str]
     rc: int | None = None
     note: str = ""
+    seconds: float | None = None  # wall time from its start to its exit
+
+
+# The environment variable through which the suite's copy step reads the topology the
+# topo step probed (gpulane.transfers.gpuinfo), instead of probing the machine again.
+TOPOLOGY_ENV = "GPULANE_TOPOLOGY_FILE"
+# Run beside the sweep (read-only probes); every other step runs alone, in order.
+BESIDE_SWEEP = ("topo",)
 
 
 def gpu_count() -> int:
@@ -140,13 +158,20 @@ def suite_steps(cfg: AcceptConfig, group: Path, build: str, gpus: int) -> list[S
         collectives = ",".join(_list(suite.collectives))
         cmd = [*_gpulane(), "sweep", *common, f"collectives=[{collectives}]"]
         cmd += [f"sizes.min={suite.sizes_min}", f"sizes.max={size_max}"]
+        if not any(str(o).startswith("torch_overhead=") for o in _list(suite.sweep_overrides)):
+            # what torch.distributed adds per call is a figure for the reader, not one any
+            # rule checks: a second NCCL communicator and six timed loops (2-4 s) saved
+            cmd.append("torch_overhead=false")
         preset = cfg.preset
         if preset is not None and preset.name not in (None, "none"):
             cmd.append(f"preset={preset.name}")
         cmd += launcher_overrides(cfg.launcher)
         steps.append(Step("sweep", cmd + env + _list(suite.sweep_overrides)))
     if _want(suite.copy, gpus):
-        steps.append(Step("copy", [*_gpulane(), "copy", *common, *_list(suite.copy_overrides)]))
+        copy_args = _list(suite.copy_overrides)
+        # copy-bandwidth.png: the report draws the same rows (1-2 s of matplotlib saved)
+        quiet = [] if any(o.startswith("plot=") for o in copy_args) else ["plot=false"]
+        steps.append(Step("copy", [*_gpulane(), "copy", *common, *quiet, *copy_args]))
     if _want(suite.tokens, gpus):
         steps.append(
             Step("tokens", [*_gpulane(), "tokens", *common, *env, *_list(suite.tokens_overrides)])
@@ -154,35 +179,48 @@ def suite_steps(cfg: AcceptConfig, group: Path, build: str, gpus: int) -> list[S
     return steps
 
 
+def beside_sweep(steps: list[Step]) -> list[Step]:
+    """The steps that start with the sweep and run beside it: the read-only probe, where
+    there is a sweep (a probe asked to load the GPUs, topo --under-load, runs alone: the
+    sweep would measure its copies)."""
+    if not any(s.name == "sweep" for s in steps):
+        return []
+    return [s for s in steps if s.name in BESIDE_SWEEP and "--under-load" not in s.command]
+
+
+def _import_ahead() -> None:
+    """What accept itself imports after the suite, imported while the suite's steps run:
+    torch for the doctor's load check, matplotlib for the report (seconds of the accept's
+    own time otherwise; the steps run in processes of their own)."""
+    for name in ("torch", "matplotlib.figure"):
+        # one that fails is named by the doctor or the report, later
+        with contextlib.suppress(Exception):
+            importlib.import_module(name)
+
+
 def run_suite(cfg: AcceptConfig, group: Path, build: str, gpus: int) -> list[Step]:
     steps = suite_steps(cfg, group, build, gpus)
+    if gpus:
+        threading.Thread(target=_import_ahead, daemon=True).start()
     child_env = {**os.environ, **run_env(cfg)}
     if gpus:
         child_env.setdefault("NCCL_NVLS_ENABLE", "0")
+    beside = beside_sweep(steps)
+    started: dict[str, _Running] = {}
     for step in steps:
-        print(f"# accept: {step.name}: {' '.join(step.command[2:])}", flush=True)
-        try:
-            if step.name == "topo":
-                proc = subprocess.run(step.command, env=child_env, capture_output=True, text=True)
-                step.rc = proc.returncode
-                if proc.returncode == 0 and proc.stdout.strip():
-                    (group / TOPOLOGY_FILE).write_text(proc.stdout, encoding="utf-8")
-                else:
-                    step.note = _last_line(proc.stderr) or "no output"
-            else:
-                proc = subprocess.run(
-                    step.command, env=child_env, stderr=subprocess.PIPE, text=True
-                )
-                step.rc = proc.returncode
-                if proc.stderr:
-                    sys.stderr.write(proc.stderr)
-                    step.note = _last_line(proc.stderr)
-        except OSError as err:
-            step.rc, step.note = 127, str(err)
-        print(
-            f"# accept: {step.name} exited {step.rc}" + (f": {step.note}" if step.rc else ""),
-            flush=True,
-        )
+        if step in beside:  # started with the sweep, below
+            continue
+        if step.name == "sweep":
+            for other in beside:  # the probe starts first and runs beside the sweep
+                started[other.name] = _Running(other, child_env, group)
+        if step.name not in started:
+            started[step.name] = _Running(step, child_env, group)
+        _finish(step, started[step.name], group)
+        if step.name == "sweep":
+            for other in beside:
+                _finish(other, started[other.name], group)
+        if step.name in ("sweep", "topo") and (group / TOPOLOGY_FILE).exists():
+            child_env[TOPOLOGY_ENV] = str(group / TOPOLOGY_FILE)
     if gpus and not (group / TOPOLOGY_FILE).exists():
         live = probe_live_topology()
         if live is not None:
@@ -190,6 +228,67 @@ def run_suite(cfg: AcceptConfig, group: Path, build: str, gpus: int) -> list[Ste
                 json.dumps(live.to_json(), indent=1), encoding="utf-8"
             )
     return steps
+
+
+class _Running:
+    """A started step: its process read to the end by a thread of its own, so that a step
+    run beside another gets its own seconds (from its start to its exit)."""
+
+    def __init__(self, step: Step, env: dict[str, str], group: Path) -> None:
+        print(f"# accept: {step.name}: {' '.join(step.command[2:])}", flush=True)
+        self.t0 = time.monotonic()
+        self.ended = self.t0
+        self.stderr = ""
+        self.proc: subprocess.Popen[str] | None = None
+        # topo prints its JSON (kept, through a file); the others print their tables,
+        # passed through; stderr gives a failed step's last line
+        try:
+            with _stdout_of(step, group) as out:
+                self.proc = subprocess.Popen(
+                    step.command, env=env, stdout=out, stderr=subprocess.PIPE, text=True
+                )
+        except OSError as err:
+            step.rc, step.note = 127, str(err)
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        if self.proc is not None:
+            _, self.stderr = self.proc.communicate()
+        self.ended = time.monotonic()
+
+    def wait(self) -> tuple[int | None, str, float]:
+        """(exit status, stderr, seconds)"""
+        self.reader.join()
+        rc = self.proc.returncode if self.proc is not None else None
+        return rc, self.stderr or "", round(self.ended - self.t0, 1)
+
+
+def _stdout_of(step: Step, group: Path) -> Any:
+    if step.name == "topo":
+        return open(group / (TOPOLOGY_FILE + ".part"), "w", encoding="utf-8")
+    return contextlib.nullcontext(None)
+
+
+def _finish(step: Step, running: _Running, group: Path) -> None:
+    rc, stderr, seconds = running.wait()
+    if step.rc is None:  # it ran (127: it could not start)
+        step.rc, step.seconds = rc, seconds
+        if step.name == "topo":
+            part = group / (TOPOLOGY_FILE + ".part")
+            if rc == 0 and part.read_text(encoding="utf-8").strip():
+                part.replace(group / TOPOLOGY_FILE)
+            else:
+                part.unlink(missing_ok=True)
+                step.note = _last_line(stderr) or "no output"
+        elif stderr:
+            sys.stderr.write(stderr)
+            step.note = _last_line(stderr)
+    took = f" in {step.seconds} s" if step.seconds is not None else ""
+    print(
+        f"# accept: {step.name} exited {step.rc}{took}" + (f": {step.note}" if step.rc else ""),
+        flush=True,
+    )
 
 
 def _last_line(text: str | None) -> str:

@@ -140,9 +140,13 @@ class Waiter:
             if queued is not None:
                 state = base_state(queued)
                 self._unknown_since = time.monotonic()
-            elif time.monotonic() - self._unknown_since > max(30.0, 5 * self.poll_s):
+            else:
+                # every task's result there: judged now (without accounting, as on a
+                # single-node Slurm with no slurmdbd, each job used to wait the 30 s)
                 outcomes = [task_outcome(self.job, t)[0] for t in range(self.record.tasks)]
-                state = "COMPLETED" if all(o == "success" for o in outcomes) else "FAILED"
+                waited = time.monotonic() - self._unknown_since > max(30.0, 5 * self.poll_s)
+                if waited or all(o is not None for o in outcomes):
+                    state = "COMPLETED" if all(o == "success" for o in outcomes) else "FAILED"
         return state
 
     def step(self) -> str | None:

@@ -9,6 +9,7 @@ import os
 import shutil
 import socket
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -119,7 +120,12 @@ def _read(path: str) -> tuple[str | None, str]:
 def gather_live(under_load: bool = True, sys_root: str = "/sys") -> Evidence:
     """What this machine says now. Never raises for a missing tool, driver or permission."""
     ev = Evidence(host=socket.gethostname().split(".")[0], live=True)
-    text, why = _run(["lspci", "-vvv"])
+    # The read-only tools at once (each nvidia-smi call opens the driver for every GPU by
+    # itself), before the topology probe, whose load check would change what they read.
+    tools = (["lspci", "-vvv"], ["nvidia-smi", "-q"], ["nvidia-smi", "nvlink", "-e"], ["dmesg"])
+    with ThreadPoolExecutor(max_workers=len(tools)) as pool:
+        ran = dict(zip([t[-1] for t in tools], pool.map(_run, tools), strict=True))
+    text, why = ran["-vvv"]
     if text is not None:
         ev.pci = parse_acs(text)
         ev.got("lspci", "lspci -vvv")
@@ -129,9 +135,9 @@ def gather_live(under_load: bool = True, sys_root: str = "/sys") -> Evidence:
             )
     else:
         ev.missing("lspci", why)
-    text, why = _run(["nvidia-smi", "-q"])
+    text, why = ran["-q"]
     _smi(ev, text, why, "nvidia-smi -q")
-    text, why = _run(["nvidia-smi", "nvlink", "-e"])
+    text, why = ran["-e"]
     _nvlink(ev, text, why, "nvidia-smi nvlink -e")
     try:
         from gpulane.topology.live import probe_topology
@@ -165,7 +171,7 @@ def gather_live(under_load: bool = True, sys_root: str = "/sys") -> Evidence:
         ev.got("driver", "/proc/driver/nvidia/version")
     else:
         ev.missing("driver", why)
-    _live_kernel_log(ev)
+    _live_kernel_log(ev, ran["dmesg"])
     _live_env(ev)
     _no_run_yet(ev)
     return ev
@@ -178,8 +184,8 @@ def _no_run_yet(ev: Evidence) -> None:
     ev.missing("nccl", "no NCCL INFO lines given (--run DIR of a GPU run, or --nccl-log FILE)")
 
 
-def _live_kernel_log(ev: Evidence) -> None:
-    text, why = _run(["dmesg"])
+def _live_kernel_log(ev: Evidence, dmesg: tuple[str | None, str] | None = None) -> None:
+    text, why = dmesg if dmesg is not None else _run(["dmesg"])
     where = "dmesg"
     if text is None:
         text, why2 = _run(["journalctl", "-k", "-b", "--no-pager", "-q"])

@@ -206,6 +206,11 @@ def test_the_localization_runs_like_the_suites_sweep(tmp_path: Path) -> None:
         "localize=ring",
         "preset=socket",
         "++env.NCCL_DEBUG=WARN",
+        "torch_overhead=false",
         "iters=50",
         "warmup=2",
     ]
+    # asked for: the override stands alone
+    cfg.suite.localize_overrides = ["torch_overhead=true"]
+    cmd = localize_command(cfg, tmp_path, "b", "all_gather", gpus=4)
+    assert [c for c in cmd if c.startswith("torch_overhead")] == ["torch_overhead=true"]

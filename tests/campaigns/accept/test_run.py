@@ -193,7 +193,8 @@ def test_bad_input_is_one_line(tmp_path: Path) -> None:
 
 
 def test_suite_measures_on_cpu(tmp_path: Path) -> None:
-    """The real suite: `gpulane sweep` (gloo, 2 ranks) into a group, then the rules."""
+    """The real suite: `gpulane topo --json` beside `gpulane sweep` (gloo, 2 ranks) into a
+    group, then the rules; each step's seconds and each phase's are kept."""
     runs = tmp_path / "runs"
     proc = gpulane(
         "accept",
@@ -202,7 +203,7 @@ def test_suite_measures_on_cpu(tmp_path: Path) -> None:
         "suite.collectives=[all_reduce]",
         "suite.sizes_max=4K",
         "suite.copy=false",
-        "suite.topo=false",
+        "suite.topo=true",
         "suite.sweep_overrides=['iters=3','warmup=1']",
         cwd=tmp_path,
         timeout=300,
@@ -212,7 +213,14 @@ def test_suite_measures_on_cpu(tmp_path: Path) -> None:
     assert len(groups) == 1
     group = groups[0]
     result = json.loads((group / "accept.json").read_text())
-    assert result["passed"] and [s["name"] for s in result["steps"]] == ["sweep"]
+    assert result["passed"] and [s["name"] for s in result["steps"]] == ["topo", "sweep"]
+    # the probe started with the sweep (its line first), was waited for after it
+    lines = [x for x in proc.stdout.splitlines() if x.startswith("# accept: ")]
+    assert [x.split(":")[1].split()[0] for x in lines[:4]] == ["topo", "sweep", "sweep", "topo"]
+    assert all(s["rc"] == 0 and s["seconds"] > 0 for s in result["steps"])
+    assert (group / "topology.json").exists() and not (group / "topology.json.part").exists()
+    assert {"setup", "suite", "doctor", "rules", "report", "total"} <= set(result["seconds"])
+    assert "# accept: seconds: setup " in proc.stdout
     passed = {c["rule"] for c in result["checks"] if c["status"] == "pass"}
     assert {"suite", "no_wrong_results", "rows_ok"} <= passed
     sweeps = [d for d in group.iterdir() if (d / "rows.jsonl").exists()]

@@ -1,0 +1,50 @@
+"""The suite's commands: what its sweep is asked for, on 1, 2, 4 and 8 GPUs and on CPUs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from gpulane.campaigns.accept.suite import BESIDE_SWEEP, beside_sweep, suite_steps
+from gpulane.config.commands import SuiteConfig
+
+
+def _cfg(**suite: Any) -> Any:
+    """accept's configuration as the command hands it over (dataclasses, not DictConfig:
+    a DictConfig's ``.copy`` is its method)."""
+    return SimpleNamespace(
+        timeout_s=300.0,
+        env={},
+        preset=SimpleNamespace(name="none"),
+        launcher=SimpleNamespace(name="local"),
+        suite=SuiteConfig(**suite),
+    )
+
+
+@pytest.mark.parametrize("gpus", [0, 1, 2, 4, 8])
+def test_the_figures_no_rule_reads_are_left_out(tmp_path: Path, gpus: int) -> None:
+    steps = {s.name: s.command for s in suite_steps(_cfg(), tmp_path, "b", gpus)}
+    assert "torch_overhead=false" in steps["sweep"]
+    assert "plot=false" in steps.get("copy", ["plot=false"])
+    assert ("topo" in steps) == ("copy" in steps) == (gpus > 0)
+    # the probe is the step that runs beside the sweep; copies never do
+    assert BESIDE_SWEEP == ("topo",)
+
+
+def test_asked_for_the_overhead_is_measured(tmp_path: Path) -> None:
+    cfg = _cfg(sweep_overrides=["torch_overhead=true", "iters=5"])
+    sweep = next(s for s in suite_steps(cfg, tmp_path, "b", 4) if s.name == "sweep")
+    assert [c for c in sweep.command if c.startswith("torch_overhead")] == ["torch_overhead=true"]
+
+
+def test_only_a_read_only_probe_runs_beside_the_sweep(tmp_path: Path) -> None:
+    steps = suite_steps(_cfg(), tmp_path, "b", 4)
+    assert [s.name for s in beside_sweep(steps)] == ["topo"]
+    loaded = suite_steps(_cfg(topo_args=["--under-load"]), tmp_path, "b", 4)
+    assert beside_sweep(loaded) == []
+    # no sweep: nothing to run beside
+    alone = suite_steps(_cfg(sweep=False), tmp_path, "b", 4)
+    assert [s.name for s in alone] == ["topo", "copy"] and beside_sweep(alone) == []
