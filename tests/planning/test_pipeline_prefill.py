@@ -247,21 +247,20 @@ def test_host_floor_from_the_hosts_clock_where_the_gpu_hides_it() -> None:
     assert c.host_kernel_ms == pytest.approx(0.03)
 
 
-def test_host_floor_carries_across_models_on_one_machine() -> None:
-    """The host's cost of a launch is the machine's and the software's: a dense model
-    whose eager prefills hide the host behind its GPU work takes the floor that another
-    model's host-bound rows (on the same machine) show."""
+def test_host_floor_stays_with_its_model() -> None:
+    """The host's time a launch differs between models (the experts' routing of 128
+    experts is not that of 8): a model whose eager prefills hide the host behind its GPU
+    work does not take the floor another model's host-bound rows show."""
     dense = model("qwen2.5-72b").with_layers(8)
     moe = model("qwen3-30b-a3b").with_layers(8)
     k1, _ = stage_launches(moe, 1, 1, 0, True)
     rows = [_row(1, 4, 41.7, 42.0, name="qwen2.5-72b"), _row(2, 4, 23.3, 23.8, name="qwen2.5-72b"),
             _row(1, 4, 5.0, k1 * 0.04, name="qwen3-30b-a3b")]  # fmt: skip
     c = calibrate(Compute(H200), dense, rows, 4, 512, 2)
+    assert c.host_kernel_ms == 0 and "host floor not seen" in c.source
+    assert "qwen3" not in c.source
+    c = calibrate(Compute(H200), moe, rows, 4, 512, 2)
     assert c.host_kernel_ms == pytest.approx(0.04)
-    assert "qwen3-30b-a3b tp=1" in c.source
-    # its own prefill fit stays on its own rows
-    alone = calibrate(Compute(H200), dense, rows[:2], 4, 512, 2)
-    assert c.prefill_scale == alone.prefill_scale and alone.host_kernel_ms == 0
 
 
 @pytest.mark.parametrize("gpus", [1, 2, 3, 4, 8])
