@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
             errs: dict[tuple[str, int, int], list[str]] = {}
             for us in HOST_US:
                 ms = us / 1e3
-                compute._host_fit = lambda rows, t, c, ms=ms: (ms, ms, f"host {ms} ms set")  # type: ignore[assignment]
+                compute._host_fit = lambda rows, t, c, ms=ms: (ms, ms, f"host {ms} ms set")  # type: ignore[assignment,misc]
                 doc = heldout4.advise_json(out / "advise", model, layers, batches, inputs,
                                            int(mine[0]["output_len"]), "auto")  # fmt: skip
                 for p in doc["predictions"]:
