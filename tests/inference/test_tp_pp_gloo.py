@@ -129,6 +129,11 @@ def test_split_model_gives_the_unsplit_logits(
         assert bool(r["extra"]["fused_ops"]) is compiled
         assert (r["extra"]["compile_s"] > 0) is compiled
     assert decode["itl_ms_p99"] >= decode["itl_ms_p50"] > 0
+    # the host's time to issue the timed prefill, inside the marks around it (on CPUs the
+    # clocks are one); no graph, so no eager prefill beside it and no host time of one
+    pre = rows[0]["extra"]
+    assert 0 < pre["host_ms"] <= rows[0]["ttft_ms"]
+    assert "eager_ms" not in pre and "eager_host_ms" not in pre
     # the rows carry the roofline of the step that rank 0 (stage 0) ran, from the one
     # function advise and the benchmarks use
     shape = shape_from_config(OmegaConf.to_container(OmegaConf.load(CONF / f"{model}.yaml")))  # type: ignore[arg-type]

@@ -207,3 +207,91 @@ def test_pipeline_sends_are_timed_on_the_eager_curve() -> None:
           for r in flat_curve_rows(5.0 if g else 30.0)]  # fmt: skip
     got = MeasuredComm(ar, "flat").time("all_reduce", 2, 8192)
     assert got is not None and got.time_us == pytest.approx(5.0)
+
+
+def _clocked(tp: int, batch: int, graph_ms: float, host_ms: float, name: str = "qwen3-30b-a3b",
+             input_len: int = 512) -> dict[str, Any]:  # fmt: skip
+    """A calibration row whose eager prefill was GPU-bound (eager 1.1 x the replay) and
+    whose host's clock around it says how long the launches took."""
+    r = _row(tp, batch, graph_ms, 1.1 * graph_ms, name=name)
+    r["input_len"] = input_len
+    r["extra"]["eager_host_ms"] = host_ms
+    return r
+
+
+def test_host_floor_from_the_hosts_clock_where_the_gpu_hides_it() -> None:
+    """Round 3's call: every eager prefill was GPU-bound (the MoE's TP=2 one 10.6 against
+    a 9.3 ms replay), so the eager times only bound the host, and the floor was lost. The
+    host's clock around the eager call gives it: 40 us a kernel, 150 us a collective."""
+    shape = model("qwen3-30b-a3b").with_layers(8)
+    name = "qwen3-30b-a3b"
+    k1, _ = stage_launches(shape, 1, 1, 0, True)
+    k2, c2 = stage_launches(shape, 2, 1, 0, True)
+    rows = [_clocked(1, 4, 11.4, k1 * 0.04), _clocked(1, 32, 62.0, k1 * 0.045),
+            _clocked(2, 4, 9.3, k2 * 0.04 + c2 * 0.15), _clocked(2, 32, 51.0, k2 * 0.05 + c2 * 0.2)]  # fmt: skip
+    c = calibrate(Compute(H200), shape, rows, 4, 512, 2)
+    assert c.host_kernel_ms == pytest.approx(0.04)  # the tightest one-rank pass
+    assert c.host_collective_ms == pytest.approx(0.15)
+    assert "the host's clock around 4 eager prefills" in c.source
+    # the same rows without the clock: GPU-bound, the floor unknown, and the model says so
+    for r in rows:
+        del r["extra"]["eager_host_ms"]
+    c = calibrate(Compute(H200), shape, rows, 4, 512, 2)
+    assert c.host_kernel_ms == 0 and c.host_collective_ms == 0
+    assert "host floor not seen" in c.source
+    per = 9.3 * 1.1 / (k2 + c2)  # the TP=2 batch-4 pass, the tightest bound a launch
+    assert f"at most {per * 1e3:.1f} us a launch" in c.source
+    # a host-bound row beside clocked ones: the clock wins (it is the host's time itself)
+    mixed = [_clocked(1, 4, 11.4, k1 * 0.03), _row(1, 4, 11.4, 20.0, name=name)]
+    c = calibrate(Compute(H200), shape, mixed, 4, 512, 2)
+    assert c.host_kernel_ms == pytest.approx(0.03)
+
+
+def test_host_floor_stays_with_its_model() -> None:
+    """The host's time a launch differs between models (the experts' routing of 128
+    experts is not that of 8): a model whose eager prefills hide the host behind its GPU
+    work does not take the floor another model's host-bound rows show."""
+    dense = model("qwen2.5-72b").with_layers(8)
+    moe = model("qwen3-30b-a3b").with_layers(8)
+    k1, _ = stage_launches(moe, 1, 1, 0, True)
+    rows = [_row(1, 4, 41.7, 42.0, name="qwen2.5-72b"), _row(2, 4, 23.3, 23.8, name="qwen2.5-72b"),
+            _row(1, 4, 5.0, k1 * 0.04, name="qwen3-30b-a3b")]  # fmt: skip
+    c = calibrate(Compute(H200), dense, rows, 4, 512, 2)
+    assert c.host_kernel_ms == 0 and "host floor not seen" in c.source
+    assert "qwen3" not in c.source
+    c = calibrate(Compute(H200), moe, rows, 4, 512, 2)
+    assert c.host_kernel_ms == pytest.approx(0.04)
+
+
+@pytest.mark.parametrize("gpus", [1, 2, 3, 4, 8])
+def test_clocked_floor_sets_every_small_chunk_pipeline(gpus: int) -> None:
+    """Calibrated from clocked rows, every pipeline split of 1, 2, 3, 4 and 8 GPUs at batch
+    4, input 512 takes at least its chunks x its busiest host's time per chunk, and is
+    the pipeline of its stages' GPU times, sends and host times; pp=1 splits (graph
+    replays) take no floor."""
+    shape = model("qwen3-30b-a3b").with_layers(8)
+    k1, _ = stage_launches(shape, 1, 1, 0, True)
+    k2, c2 = stage_launches(shape, 2, 1, 0, True)
+    rows = [_clocked(1, 4, 11.4, k1 * 0.04), _clocked(2, 4, 9.3, k2 * 0.04 + c2 * 0.15)]
+    c = calibrate(Compute(H200), shape, rows, 4, 512, 2)
+    plain = Compute(c.gpu, c.decode_scale, c.prefill_scale, c.source, c.decode_unit_ms,
+                    c.prefill_unit_ms, c.prefill_kernel_ms, c.compiled)  # fmt: skip
+    wl = Workload(4, 512, 64)
+    pipelines = 0
+    for tp, pp, why in splits(shape, gpus):
+        if why is not None:
+            continue
+        placement = place(no_topology(gpus), gpus, tp, pp)
+        a = predict(shape, tp, pp, wl, _comms(gpus), plain, placement, H200.memory_gib)
+        b = predict(shape, tp, pp, wl, _comms(gpus), c, placement, H200.memory_gib)
+        assert a.prefill is not None and b.prefill is not None
+        if pp == 1:
+            assert b.prefill.time_ms == a.prefill.time_ms
+            continue
+        pipelines += 1
+        host = [c.prefill_host_ms(shape, tp, pp, s, 2 * ((s > 0) + (s < pp - 1)))
+                for s in range(pp)]  # fmt: skip
+        assert min(host) > 0
+        assert b.prefill.time_ms >= b.prefill.units * max(host) - 1e-9
+        assert b.prefill.time_ms > a.prefill.time_ms  # one 512-token prompt a chunk
+    assert pipelines == {1: 0, 2: 1, 3: 1, 4: 2, 8: 3}[gpus]  # pp > 1 splits the heads allow

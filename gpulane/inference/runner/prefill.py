@@ -63,10 +63,13 @@ class Prefill(ProcessGroups, Graphs):
             self._barrier()
             eager = Timer(self.torch, self.cuda)
             eager.mark()
+            host0 = time.perf_counter()
             run()
+            host_s = time.perf_counter() - host0  # issued, not waited for
             eager.mark()
             if self.eager_prefill_s is None:  # the first timing of the configuration
                 self.eager_prefill_s = eager.intervals_s()[0]
+                self.eager_prefill_host_s = host_s
             # Eager prefills of one sequence can be host-bound: each tensor-parallel
             # all-reduce costs the host ~50 us, more than a short layer's kernels; a
             # compiled engine issues the prefill without those per-call costs.
@@ -77,10 +80,16 @@ class Prefill(ProcessGroups, Graphs):
             run = graph.replay
         self._barrier()
         timer = Timer(self.torch, self.cuda)
+        issue_s = 0.0
         for _ in range(max(1, int(cfg.iters))):
             timer.mark()
+            host0 = time.perf_counter()
             run()
+            issue_s += time.perf_counter() - host0
             timer.mark()
+        # this rank's host time to issue one prefill (a pipeline's stage 0: its chunks'
+        # launches and sends), beside the GPU's time: whether the host set the pace
+        self.prefill_host_s = issue_s / max(1, int(cfg.iters))
         times = timer.intervals_s()[::2]
         if graph is not None:
             del graph, run

@@ -65,6 +65,8 @@ class Runner(Prefill, Decode, RowBuilder):
         self.said_compile_error = False
         self.capture_s = 0.0
         self.eager_prefill_s = None
+        self.eager_prefill_host_s = None
+        self.prefill_host_s = None
         self.backend = "torch-nccl" if self.cuda else "torch-gloo"
         self._init_dist()
         self.comm = Comm(dist, self.tp_group, self.tp, self.cuda)
@@ -164,6 +166,7 @@ class Runner(Prefill, Decode, RowBuilder):
         sizes = tuple(c.stop - c.start for c in chunks)
         self._compiling(("prefill", sizes, input_len), f"prefill {label}")
         compile0, self.capture_s, self.eager_prefill_s = self._compile_s(), 0.0, None
+        self.eager_prefill_host_s = None
         self.comm.log = []
         self.prefill(ids, chunks[:1], first_tokens)
         out["prefill_calls_seen"] = _summarize_log(self.comm.log)
@@ -172,6 +175,8 @@ class Runner(Prefill, Decode, RowBuilder):
         out["prefill_compile_s"] = self._compile_s() - compile0
         out["prefill_capture_s"] = self.capture_s
         out["prefill_eager_s"] = self.eager_prefill_s
+        out["prefill_eager_host_s"] = self.eager_prefill_host_s
+        out["prefill_host_s"] = self.prefill_host_s
         if cfg.profile:
             self.profile(
                 f"prefill-b{batch}-i{input_len}", lambda: self.prefill(ids, chunks, first_tokens)

@@ -92,6 +92,10 @@ class RowBuilder(RunnerState):
         }
         if res.get("prefill_eager_s") is not None:  # graph prefills: one eager beside
             pre_extra["eager_ms"] = res["prefill_eager_s"] * 1e3
+        if res.get("prefill_eager_host_s") is not None:  # the host's issue time of it
+            pre_extra["eager_host_ms"] = res["prefill_eager_host_s"] * 1e3
+        if res.get("prefill_host_s") is not None:  # rank 0's issue time of a timed one
+            pre_extra["host_ms"] = res["prefill_host_s"] * 1e3
         share = self._comm_share(res.get("prefill_off_s"), ttft, pre_extra)
         if scale is not None:
             pre_extra["ttft_ms_scaled"] = ttft * 1e3 * scale

@@ -33,6 +33,11 @@ class RunnerState:
     # one eager prefill of the configuration before its graph is captured (pp=1), so that
     # the advisor sees the host's launch floor that pipeline prefills (eager) pay
     eager_prefill_s: float | None
+    # the host's time to issue that eager prefill (its clock around the call, no
+    # synchronize): what a pipeline stage's host pays per pass, seen even where the GPU's
+    # work hides it in the eager time
+    eager_prefill_host_s: float | None
+    prefill_host_s: float | None  # the host's time to issue a timed prefill (mean)
     backend: str
     comm: Any  # model.Comm: the tensor-parallel collectives
     model: Any  # model.Stage
