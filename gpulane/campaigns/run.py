@@ -36,7 +36,7 @@ import json
 from typing import Any
 
 from gpulane.campaigns import plans
-from gpulane.campaigns.elements import JOB, Element, ElementPlan, element_settings
+from gpulane.campaigns.elements import Element, ElementPlan, element_settings
 from gpulane.campaigns.rounds import Campaign, started
 from gpulane.campaigns.settings import PatternSettings, pattern_settings
 from gpulane.campaigns.summary import (
@@ -46,10 +46,10 @@ from gpulane.campaigns.summary import (
     summarize,
     write_summary,
 )
-from gpulane.collectives.plan import build_plan
 from gpulane.config.commands import SweepConfig
 from gpulane.errors import InputError, RunFailed
 from gpulane.rundir import RunDir, make_run_dir, run_env
+from gpulane.session.prepare import SweepRun
 from gpulane.session.signals import Terminated
 
 NEEDS_TWO = ("pairs", "ring", "halving")
@@ -59,14 +59,13 @@ def pair_label(nodes: list[str]) -> str:
     return "+".join(nodes)
 
 
-def run_campaign(cfg: SweepConfig, s: Any, group: RunDir | None = None, job: str = JOB) -> int:
+def run_campaign(sweep: SweepRun, group: RunDir | None = None) -> int:
     """``launcher.pattern=per-node|pairs|ring|allocation|halving`` (or several joined by
-    ``+``) with the Slurm settings ``s``; each element runs ``job`` on its ranks."""
+    ``+``) of the prepared sweep (its Slurm settings, device and plan); each element runs
+    the sweep's job on its ranks."""
+    cfg, s = sweep.cfg, sweep.launcher
     ps = pattern_settings(cfg, s.pattern, s.partition)
-    device = str(cfg.device or "auto")
-    if device == "auto":
-        device = "cuda" if s.gpus_per_node else "cpu"
-    plan = ElementPlan(cfg, run_env(cfg), s.tasks_per_node, device, s, job)
+    plan = ElementPlan(cfg, run_env(cfg), s.tasks_per_node, sweep.device, s, sweep.job, sweep.plan)
     return run_pattern(cfg, group or make_run_dir(cfg), plan, s.pattern, ps, s.poll_s)
 
 
@@ -137,7 +136,7 @@ def run_pattern(
     """The steps of the campaign, one after the other, their summaries, the verdict."""
     steps = steps_of(pattern)
     judged = [p for p in steps if p in NEEDS_TWO]
-    if judged and FIGURE_OP not in build_plan(cfg, True).collectives:
+    if judged and plan.sweep is not None and FIGURE_OP not in plan.sweep.collectives:
         raise InputError(
             f"launcher.pattern={judged[0]} judges nodes by all_reduce: include all_reduce "
             "in collectives"
