@@ -4,6 +4,7 @@ given instead of building it again (a real gloo sweep of two real rank processes
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import sys
@@ -143,7 +144,8 @@ def counting(monkeypatch: pytest.MonkeyPatch, module: str, name: str) -> list[in
 @pytest.fixture
 def counted(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[int]]:
     # imported before counting, so that every binding of the three is counted
-
+    for module in ("gpulane.campaigns.run", "gpulane.launch.slurm.settings"):
+        importlib.import_module(module)
     return {
         "settings": counting(monkeypatch, "gpulane.launch.slurm.settings", "settings"),
         "choose_backend": counting(monkeypatch, "gpulane.session.backend_choice", "choose_backend"),
