@@ -24,6 +24,7 @@ from gpulane.errors import InputError
 from gpulane.record import (
     GPULANE_SET_ENV,
     ROWS_JSONL,
+    ROWS_PARQUET,
     Row,
     RowWriter,
     facts_file,
@@ -106,6 +107,13 @@ def rows_files_under(path: str | os.PathLike[str]) -> list[Path]:
     a rows file)."""
     p = Path(path)
     return sorted(p.rglob(ROWS_JSONL)) if p.is_dir() else [p]
+
+
+def run_dirs_with_rows(path: str | os.PathLike[str]) -> set[Path]:
+    """The run directories at or under ``path``: those holding rows (JSON Lines or the
+    Parquet copy)."""
+    p = Path(path)
+    return {f.parent for name in (ROWS_JSONL, ROWS_PARQUET) for f in p.rglob(name)}
 
 
 def _warn(message: str) -> None:

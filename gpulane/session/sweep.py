@@ -33,15 +33,11 @@ from gpulane.rundir import (
 )
 from gpulane.session.backend_choice import choose_backend
 from gpulane.session.estimate import sweep_estimate_s
+from gpulane.session.output import stdout
 from gpulane.session.prepare import JOB, SweepRun, launcher_for, prepare, uses_nccl
 from gpulane.session.run import RunSession, SessionSpec, usable_cores
 from gpulane.session.sweep_checks import check_inputs, check_placements
 from gpulane.session.world import local_gpus
-
-
-def say(text: str) -> None:
-    """A line of the sweep before any session shows its header (the backend chosen)."""
-    print(text, flush=True)
 
 
 def session_for(
@@ -109,7 +105,7 @@ def run_prepared(
         return run_nccl_tests(sweep, run, env)
     if sweep.launcher is not None:
         for line in sweep.notes:  # before any session header: campaigns have none
-            say(line)
+            stdout(line)
     if sweep.route == "campaign":
         if campaign is None:
             raise InputError("launcher.pattern: this command runs no campaigns")

@@ -20,6 +20,7 @@ from gpulane.analysis.rules import FAIL, PASS, Check
 from gpulane.analysis.store import TOPOLOGY_FILE
 from gpulane.config.commands import AcceptConfig
 from gpulane.rundir import run_env
+from gpulane.session.output import Say, stdout
 from gpulane.topology.model import Topology
 
 
@@ -154,13 +155,15 @@ def suite_steps(cfg: AcceptConfig, group: Path, build: str, gpus: int) -> list[S
     return steps
 
 
-def run_suite(cfg: AcceptConfig, group: Path, build: str, gpus: int) -> list[Step]:
+def run_suite(
+    cfg: AcceptConfig, group: Path, build: str, gpus: int, say: Say = stdout
+) -> list[Step]:
     steps = suite_steps(cfg, group, build, gpus)
     child_env = {**os.environ, **run_env(cfg)}
     if gpus:
         child_env.setdefault("NCCL_NVLS_ENABLE", "0")
     for step in steps:
-        print(f"# accept: {step.name}: {' '.join(step.command[2:])}", flush=True)
+        say(f"# accept: {step.name}: {' '.join(step.command[2:])}")
         try:
             if step.name == "topo":
                 proc = subprocess.run(step.command, env=child_env, capture_output=True, text=True)
@@ -179,9 +182,8 @@ def run_suite(cfg: AcceptConfig, group: Path, build: str, gpus: int) -> list[Ste
                     step.note = _last_line(proc.stderr)
         except OSError as err:
             step.rc, step.note = 127, str(err)
-        print(
+        say(
             f"# accept: {step.name} exited {step.rc}" + (f": {step.note}" if step.rc else ""),
-            flush=True,
         )
     if gpus and not (group / TOPOLOGY_FILE).exists():
         live = probe_live_topology()
