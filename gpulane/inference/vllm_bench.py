@@ -92,13 +92,13 @@ def latency_rows(prefill: Row, whole: Row, meta: Meta, extra: Mapping[str, Any])
     assert prefill.time_us is not None and whole.time_us is not None
     ttft_s = prefill.time_us / 1e6
     common: dict[str, Any] = {
-        "run_id": meta.run_id, "kind": "tokens", "backend": "vllm", "build": meta.build,
+        "run_id": meta.run_id, "backend": "vllm", "build": meta.build,
         "model": meta.model, "tp": meta.tp, "pp": meta.pp, "batch": batch,
         "input_len": input_len, "output_len": output_len, "source": "measured",
         "world_size": (meta.tp or 1) * (meta.pp or 1), "nodes": 1,
     }  # fmt: skip
     rows = [
-        Row(
+        Row.tokens(
             **common,
             op="prefill",
             iters=prefill.iters,
@@ -121,7 +121,7 @@ def latency_rows(prefill: Row, whole: Row, meta: Meta, extra: Mapping[str, Any])
         p50 = _diff(whole.time_us_p50, prefill.time_us_p50, steps)
         p99 = _diff(whole.time_us_p99, prefill.time_us_p99, steps)
         rows.append(
-            Row(
+            Row.tokens(
                 **common,
                 op="decode",
                 iters=whole.iters,
