@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpulane.errors import GpulaneError
 from gpulane.topology.bandwidth import (
     NVLINK_BY_VERSION,
     LineRate,
@@ -41,26 +42,47 @@ class GpuInfo:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+# What torch's CUDA queries raise: RuntimeError from CUDA, AssertionError for a device
+# index it does not have (or a torch built without CUDA).
+TORCH_CUDA_ERRORS = (RuntimeError, AssertionError)
+
+
 def _nvml() -> Any | None:
+    """nvidia-ml-py, initialised; None without it or without a driver (NVML's own error:
+    library not found, driver not loaded, ...)."""
     try:
         import pynvml
-
+    except ImportError:
+        return None
+    try:
         pynvml.nvmlInit()
-    except Exception:
+    except pynvml.NVMLError:
         return None
     return pynvml
+
+
+def nvml_errors() -> tuple[type[Exception], ...]:
+    """What NVML's calls raise (nothing to catch where nvidia-ml-py is not installed)."""
+    try:
+        import pynvml
+    except ImportError:
+        return ()
+    return (pynvml.NVMLError,)
 
 
 def probe_topology() -> tuple[Topology | None, dict[str, Any] | None]:
     """(this machine's Topology, its JSON) from gpulane.topology.live, or (None, None)."""
     try:
         from gpulane.topology.live import probe_topology as probe
-    except Exception:
+    except ImportError:
         return None, None
+    # It says what it could not read rather than raising; what is left: a capture it
+    # could not parse, a file it could not read, an NVML call that failed mid-probe.
+    failures: tuple[type[Exception], ...] = (GpulaneError, OSError, ValueError, *nvml_errors())
     try:
         topo = probe()
         return topo, topo.to_json()
-    except Exception:
+    except failures:
         return None, None
 
 
@@ -68,12 +90,12 @@ def bus_id_of(index: int, torch: Any, rt: Any | None) -> str | None:
     if rt is not None:
         try:
             return sysfs_bus_id(str(rt.deviceGetPCIBusId(index)))
-        except Exception:
+        except rt.CUDARuntimeError:
             pass
     try:
         p = torch.cuda.get_device_properties(index)
         return f"{p.pci_domain_id:04x}:{p.pci_bus_id:02x}:{p.pci_device_id:02x}.0"
-    except Exception:
+    except (*TORCH_CUDA_ERRORS, AttributeError):  # AttributeError: a torch without pci_*
         return None
 
 
@@ -95,13 +117,13 @@ def describe_gpus(
             try:
                 handle = nvml.nvmlDeviceGetHandleByPciBusId_v2(bus)
                 name = f"GPU{nvml.nvmlDeviceGetIndex(handle)}"
-            except Exception:
+            except nvml.NVMLError:
                 pass
         if numa is None:
             numa = gpu_numa_node(bus)
         try:
             model = str(torch.cuda.get_device_name(i))
-        except Exception:
+        except TORCH_CUDA_ERRORS:
             model = None
         out.append(GpuInfo(i, name, bus, model, numa, {"cuda_device": i}))
     return out
@@ -116,7 +138,7 @@ def busy_pcie_link(bus_id: str | None) -> LineRate | None:
         h = nvml.nvmlDeviceGetHandleByPciBusId_v2(bus_id)
         gen = nvml.nvmlDeviceGetCurrPcieLinkGeneration(h)
         width = nvml.nvmlDeviceGetCurrPcieLinkWidth(h)
-    except Exception:
+    except nvml.NVMLError:
         return None
     return pcie_rate(gen, width, "nvml")
 
@@ -128,7 +150,7 @@ def nvml_nvlinks(a: str | None, b: str | None) -> LineRate | None:
         return None
     try:
         h = nvml.nvmlDeviceGetHandleByPciBusId_v2(a)
-    except Exception:
+    except nvml.NVMLError:
         return None
     links, version = 0, None
     for link in range(NVLINK_MAX_LINKS):
@@ -143,7 +165,7 @@ def nvml_nvlinks(a: str | None, b: str | None) -> LineRate | None:
             links += 1
             if version is None:
                 version = int(nvml.nvmlDeviceGetNvLinkVersion(h, link))
-        except Exception:
+        except nvml.NVMLError:  # a link NVML cannot query (not supported, not there)
             continue
     per_link = NVLINK_BY_VERSION.get(version or 4, NVLINK4_LINK_GBPS)
     return nvlink_rate(links, per_link, "nvml") if links else None
@@ -181,13 +203,13 @@ def versions(torch: Any, rt: Any | None) -> dict[str, str]:
 
             out["cupy"] = str(cupy.__version__)
             out["cuda_driver"] = str(rt.driverGetVersion())
-        except Exception:
+        except (ImportError, rt.CUDARuntimeError):
             pass
     nvml = _nvml()
     if nvml is not None:
         try:
             v = nvml.nvmlSystemGetDriverVersion()
             out["driver"] = v.decode() if isinstance(v, bytes) else str(v)
-        except Exception:
+        except nvml.NVMLError:
             pass
     return out
