@@ -48,7 +48,7 @@ from gpulane.campaigns.summary import (
 )
 from gpulane.config.commands import SweepConfig
 from gpulane.errors import InputError, RunFailed
-from gpulane.rundir import RunDir, make_run_dir, run_env
+from gpulane.rundir import RunDir, make_run_dir
 from gpulane.session.output import Say, stdout
 from gpulane.session.prepare import SweepRun
 from gpulane.session.signals import Terminated
@@ -66,7 +66,7 @@ def run_campaign(sweep: SweepRun, group: RunDir | None = None, say: Say = stdout
     the sweep's job on its ranks."""
     cfg, s = sweep.cfg, sweep.launcher
     ps = pattern_settings(cfg, s.pattern, s.partition)
-    plan = ElementPlan(cfg, run_env(cfg), s.tasks_per_node, sweep.device, s, sweep.job, sweep.plan)
+    plan = ElementPlan(cfg, sweep.env, s.tasks_per_node, sweep.device, s, sweep.job, sweep.plan)
     return run_pattern(cfg, group or make_run_dir(cfg), plan, s.pattern, ps, s.poll_s, say)
 
 

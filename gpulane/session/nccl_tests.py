@@ -36,7 +36,7 @@ from gpulane.config.commands import SweepConfig
 from gpulane.errors import InputError
 from gpulane.launch.base import LaunchResult, LaunchSpec
 from gpulane.record import Row, RowWriter, shaping_env
-from gpulane.rundir import RunDir, make_run_dir, rank_env, run_env, save_config
+from gpulane.rundir import RunDir, make_run_dir, rank_env, save_config
 from gpulane.session.prepare import SweepRun, launcher_for
 from gpulane.session.run import RunSession, SessionSpec
 from gpulane.session.signals import Terminated, sigterm_as_exception
@@ -118,7 +118,7 @@ def run_nccl_tests(
 ) -> int:
     """Every (collective, type) of the prepared sweep through nccl-tests; rows into the run."""
     cfg, plan, world = sweep.cfg, sweep.plan, sweep.world
-    env = run_env(cfg) if env is None else env
+    env = sweep.env if env is None else env
     backend = cfg.backend
     binaries = {op: collective(op).binary for op in plan.collectives}
     found = find_binaries(sorted(set(binaries.values())), backend.home)

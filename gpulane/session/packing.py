@@ -24,7 +24,7 @@ from gpulane.launch.slurm.launcher import SlurmLauncher
 from gpulane.launch.slurm.monitor import JobRecord, Waiter
 from gpulane.launch.slurm.settings import SlurmSettings, executor_parameters, make_executor
 from gpulane.launch.slurm.task import packed_done, packed_task
-from gpulane.rundir import RunDir, make_run_dir, rank_env, run_env, save_config
+from gpulane.rundir import RunDir, make_run_dir, rank_env, save_config
 from gpulane.session.prepare import SweepRun, uses_nccl
 from gpulane.session.run import RunSession, SessionSpec
 from gpulane.session.signals import Terminated, sigterm_as_exception, stop_words
@@ -75,7 +75,7 @@ def queue_packed(sweep: SweepRun, run: RunDir | None = None) -> int:
     saved = save_config(cfg, run, world_size=s.world_size, nodes=s.nodes, device=sweep.device)
     run.save_plan(sweep.plan.to_dict())
     label = _overrides_label()
-    _PACK.append(Packed(saved, run, run_env(cfg), s, label, sweep.device, sweep.plan, sweep.job))
+    _PACK.append(Packed(saved, run, sweep.env, s, label, sweep.device, sweep.plan, sweep.job))
     print(f"# packed #{len(_PACK)}: {label} -> {run.path}", flush=True)
     return 0
 

@@ -6,6 +6,7 @@ again, and the ranks receive the plan (``RunDir.save_plan``) rather than rebuild
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -13,6 +14,7 @@ from gpulane.collectives.plan import SweepPlan, build_plan
 from gpulane.config.commands import SweepConfig
 from gpulane.config.validate import check_preset
 from gpulane.errors import InputError, MissingComponent
+from gpulane.rundir import run_env
 from gpulane.session.backend_choice import choose_backend
 from gpulane.session.sweep_checks import check_front, check_inputs, check_placements
 from gpulane.session.world import local_gpus
@@ -40,6 +42,7 @@ class SweepRun:
     job: str  # what every rank runs (MODULE:FUNCTION)
     launcher: Any = None  # the launcher's own settings, parsed once (SlurmSettings); None: none
     notes: list[str] = field(default_factory=list)  # said before the run (the backend chosen)
+    env: dict[str, str] = field(default_factory=dict)  # for the ranks: preset, then env.*
 
     @property
     def nodes(self) -> int:
@@ -124,10 +127,12 @@ def prepare(cfg: SweepConfig, job: str | None = None, packing: bool = False) -> 
     (default: the sweep, or localize=); ``packing``: a packed multirun is being queued."""
     job = job or job_of(cfg)
     if _runs_own_program(cfg):
-        return _nccl_tests(cfg, job)
-    if _remote_world(cfg):
-        return _on_slurm(cfg, job, packing)
-    return _here(cfg, job)
+        sweep = _nccl_tests(cfg, job)
+    elif _remote_world(cfg):
+        sweep = _on_slurm(cfg, job, packing)
+    else:
+        sweep = _here(cfg, job)
+    return dataclasses.replace(sweep, env=run_env(sweep.cfg))
 
 
 def _here(cfg: SweepConfig, job: str) -> SweepRun:

@@ -114,7 +114,7 @@ def run_prepared(
         from gpulane.session.packing import queue_packed
 
         return queue_packed(sweep, run)
-    env = run_env(sweep.cfg) if env is None else env
+    env = sweep.env if env is None else env
     launcher = launcher_for(sweep)  # a launcher that cannot start: before any directory
     run = run or make_run_dir(sweep.cfg)
     with discarded_on_bad_input(run):
