@@ -73,6 +73,11 @@ def uses_nccl(cfg: SweepConfig, device: str) -> bool:
     return device != "cpu" and str(cfg.backend.name) in ("torch", "nccl", "nccl_tests")
 
 
+def _needs_mpi(cfg: SweepConfig) -> bool:
+    """The backend's ranks start MPI themselves (mpi4py): once per process."""
+    return str(cfg.backend.name) == "mpi"
+
+
 def _needs_gpus(backend: str) -> bool:
     return backend in ("nccl", "nccl_tests")
 
@@ -159,7 +164,7 @@ def _on_slurm(cfg: SweepConfig, job: str, packing: bool) -> SweepRun:
         route = "campaign"
     elif s.pack and packing:
         route = "packed"
-        if str(cfg.backend.name) == "mpi":
+        if _needs_mpi(cfg):
             raise InputError(
                 "launcher.pack=true: backend=mpi cannot be packed (MPI starts once per process)"
             )
