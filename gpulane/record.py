@@ -18,8 +18,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
+from gpulane import row_kinds
 from gpulane.errors import print_warning
 from gpulane.runfacts import (
     FACTS_JSONL,
@@ -114,6 +115,11 @@ class Row:
     transport: str | None = None
     status: str = "ok"
     error: str | None = None
+
+    # One constructor per kind (gpulane.row_kinds): Row.collective(...), .copy(), .tokens()
+    collective: ClassVar[classmethod[Row, ..., Row]] = classmethod(row_kinds.collective)
+    copy: ClassVar[classmethod[Row, ..., Row]] = classmethod(row_kinds.copy)
+    tokens: ClassVar[classmethod[Row, ..., Row]] = classmethod(row_kinds.tokens)
 
     def to_dict(self) -> dict[str, Any]:
         # What dataclasses.asdict gives, without its generic recursion: that was most of

@@ -24,6 +24,7 @@ from gpulane.errors import InputError
 from gpulane.record import (
     GPULANE_SET_ENV,
     ROWS_JSONL,
+    ROWS_PARQUET,
     Row,
     RowWriter,
     facts_file,
@@ -35,6 +36,7 @@ from gpulane.record import (
 )
 
 CONFIG_FILE = "config.yaml"  # the resolved configuration every rank reads
+PLAN_FILE = "sweep-plan.json"  # the sweep's plan, worked out once by the session for the ranks
 LOG_DIR = "logs"  # rank-N.log: each rank's own output
 HEARTBEAT_DIR = ".heartbeat"  # rank-N, alive-N, error-N: progress, liveness, rank errors
 
@@ -67,6 +69,23 @@ class RunDir:
     def rows(self) -> list[dict[str, Any]]:
         return list(read_rows(self.rows_path)) if self.rows_path.exists() else []
 
+    def save_plan(self, plan: dict[str, Any]) -> None:
+        """The plan the session worked out, where every rank reads it (``read_plan``)."""
+        tmp = self.path / f"{PLAN_FILE}.{os.getpid()}.tmp"
+        tmp.write_text(json.dumps(plan, indent=1) + "\n", encoding="utf-8")
+        os.replace(tmp, self.path / PLAN_FILE)
+
+    def read_plan(self) -> dict[str, Any]:
+        """The plan ``save_plan`` left; InputError when there is none (a run directory
+        that no session prepared)."""
+        try:
+            data: dict[str, Any] = json.loads((self.path / PLAN_FILE).read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise InputError(
+                f"{self.path}: no {PLAN_FILE}; the ranks of a sweep are started by its session"
+            ) from None
+        return data
+
     def write_error(self, row: Row) -> None:
         try:
             with RowWriter(self.path) as w:
@@ -88,6 +107,13 @@ def rows_files_under(path: str | os.PathLike[str]) -> list[Path]:
     a rows file)."""
     p = Path(path)
     return sorted(p.rglob(ROWS_JSONL)) if p.is_dir() else [p]
+
+
+def run_dirs_with_rows(path: str | os.PathLike[str]) -> set[Path]:
+    """The run directories at or under ``path``: those holding rows (JSON Lines or the
+    Parquet copy)."""
+    p = Path(path)
+    return {f.parent for name in (ROWS_JSONL, ROWS_PARQUET) for f in p.rglob(name)}
 
 
 def _warn(message: str) -> None:
@@ -235,10 +261,11 @@ def make_run_dir(cfg: CommonConfig, run_id: str | None = None) -> RunDir:
 
 def discard_unused(run: RunDir) -> bool:
     """Remove a run directory that bad input stopped before anything ran in it: nothing in
-    it but its configuration (and empty folders made for the ranks); True when removed. A
+    it but its configuration and plan (and empty folders made for the ranks); True when removed. A
     directory holding anything more (rows, a rank's log) is kept."""
     try:
-        written = [f for f in run.path.rglob("*") if not f.is_dir() and f != run.path / CONFIG_FILE]
+        inputs = (run.path / CONFIG_FILE, run.path / PLAN_FILE)
+        written = [f for f in run.path.rglob("*") if not f.is_dir() and f not in inputs]
     except OSError:
         return False
     if written:

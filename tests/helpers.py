@@ -63,17 +63,13 @@ SLOW_SWEEP = [
 def run_slurm(cfg: Any, run: Any, env: dict[str, str], job: str) -> int:
     """What `gpulane sweep launcher=slurm` does, with a test's own job on the ranks: a
     campaign for launcher.pattern, a queued combination while packing, else one job."""
-    from gpulane.campaigns.run import run_campaign
-    from gpulane.launch.slurm.settings import settings
+    from gpulane.commands.sweep import campaign
     from gpulane.session import packing
-    from gpulane.session.sweep import run_slurm as one_job
+    from gpulane.session.prepare import prepare
+    from gpulane.session.sweep import run_prepared
 
-    s = settings(cfg)
-    if s.pattern != "allocation":
-        return run_campaign(cfg, s, group=run, job=job)
-    if s.pack and packing.packing():
-        return packing.queue_packed(cfg, s, run, job)
-    return one_job(cfg, run, env, job)
+    sweep = prepare(cfg, job=job, packing=packing.packing())
+    return run_prepared(sweep, run, env, campaign=campaign)
 
 
 def run_mpirun(cfg: Any, run: Any, env: dict[str, str], job: str) -> int:

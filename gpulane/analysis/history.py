@@ -32,6 +32,7 @@ import pandas as pd
 from gpulane.analysis.store import find_run_dirs
 from gpulane.errors import InputError, MissingComponent
 from gpulane.record import ROWS_JSONL, ROWS_PARQUET, read_rows, rows_frame
+from gpulane.rundir import RunDir
 from gpulane.units import format_size
 
 # What identifies one figure across runs.
@@ -60,7 +61,8 @@ def _files(root: Path) -> tuple[list[str], list[Path]]:
     parquet: list[str] = []
     jsonl: list[Path] = []
     for d in find_run_dirs(root):
-        p, j = d / ROWS_PARQUET, d / ROWS_JSONL
+        run = RunDir.at(d)
+        p, j = run.parquet_path, run.rows_path
         if p.exists() and (not j.exists() or p.stat().st_mtime >= j.stat().st_mtime):
             parquet.append(str(p))
         elif j.exists():
@@ -88,12 +90,12 @@ def load_runs(root: str | os.PathLike[str]) -> pd.DataFrame:
         con.read_parquet(parquet, union_by_name=True).create_view("pq")
         parts.append("select * from pq")
     if jsonl:
-        files = [str(d / ROWS_JSONL) for d in jsonl]
+        files = [str(RunDir.at(d).rows_path) for d in jsonl]
         try:  # DuckDB's own reader, typed as the Row fields are
             con.read_json(files, format="newline_delimited", columns=JSON_COLUMNS).create_view("js")
             con.execute("select count(*) from js").fetchall()
         except duckdb.Error:  # a line cut short: gpulane's reader, which says where
-            frame = rows_frame([r for d in jsonl for r in read_rows(d / ROWS_JSONL)])
+            frame = rows_frame([r for d in jsonl for r in read_rows(RunDir.at(d).rows_path)])
             for name in ("env", "versions", "extra"):
                 frame[name] = frame[name].map(lambda v: json.dumps(v, default=str))
             con.register("js_frame", frame)

@@ -27,7 +27,7 @@ import pandas as pd
 
 from gpulane.errors import InputError
 from gpulane.record import FIELDS, ROWS_JSONL, ROWS_PARQUET, read_parquet, read_rows, rows_frame
-from gpulane.rundir import RunDir
+from gpulane.rundir import RunDir, run_dirs_with_rows
 from gpulane.topology.model import Topology
 from gpulane.units import format_size, parse_size
 
@@ -58,7 +58,7 @@ def find_run_dirs(path: str | os.PathLike[str]) -> list[Path]:
     p = Path(path)
     if not p.is_dir():
         return []
-    found = {f.parent for name in (ROWS_JSONL, ROWS_PARQUET) for f in p.rglob(name)}
+    found = run_dirs_with_rows(p)
     # Stored baselines are copies of other runs: only read them when asked for directly.
     if p.name != BASELINES_DIR and p.parent.name != BASELINES_DIR:
         found = {d for d in found if BASELINES_DIR not in d.relative_to(p).parts}

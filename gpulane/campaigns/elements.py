@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from gpulane.collectives.plan import build_plan
+from gpulane.collectives.plan import SweepPlan, build_plan
 from gpulane.collectives.table import SweepView
 from gpulane.config.commands import SweepConfig
 from gpulane.errors import InputError
@@ -66,6 +66,7 @@ class ElementPlan:
     device: str
     slurm: Any | None  # SlurmSettings when launcher=slurm
     job: str = JOB  # what every rank runs
+    sweep: SweepPlan | None = None  # the plan the session worked out (None: from cfg, once)
 
     def launcher(self, nodes: list[str]) -> Launcher:
         if self.slurm is not None:
@@ -89,7 +90,8 @@ def start_element(plan: ElementPlan, e: Element) -> Element:
     """Save the element's configuration and start its launch (no table: a line per state)."""
     world = len(e.nodes) * plan.ranks_per_node
     saved = save_config(plan.cfg, e.run, world_size=world, nodes=len(e.nodes), device=plan.device)
-    lines = build_plan(saved, plan.device == "cuda")
+    lines = plan.sweep or build_plan(saved, plan.device == "cuda")
+    e.run.save_plan(lines.to_dict())  # what the ranks measure
     spec = SessionSpec(
         command="sweep",
         kind="collective",

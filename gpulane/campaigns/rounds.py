@@ -19,6 +19,7 @@ from gpulane.campaigns.elements import (
     wait_elements,
 )
 from gpulane.rundir import RunDir
+from gpulane.session.output import Say, stdout
 
 
 @dataclass
@@ -37,6 +38,7 @@ class Campaign:
     lost: dict[str, str] = field(default_factory=dict)  # node -> why, in words
     skipped: list[Skipped] = field(default_factory=list)
     elements: list[Element] = field(default_factory=list)
+    say: Say = stdout  # where its lines go
 
     def check_nodes(self, nodes: list[str], when: str) -> None:
         """Ask Slurm about ``nodes``; those gone are lost from here on (said once)."""
@@ -47,7 +49,7 @@ class Campaign:
         for node, why in lost_nodes(nodes).items():
             if node not in self.lost:
                 self.lost[node] = f"{why} {when}"
-                print(f"# node {node} is lost: {why}; left out from here on", flush=True)
+                self.say(f"# node {node} is lost: {why}; left out from here on")
 
     def active(self, nodes: list[str]) -> list[str]:
         return [n for n in nodes if n not in self.lost]
@@ -62,10 +64,10 @@ class Campaign:
             if gone:
                 why = f"node {', '.join(gone)} lost"
                 self.skipped.append(Skipped(label, list(nodes), why))
-                print(f"# {label}: skipped ({why})", flush=True)
+                self.say(f"# {label}: skipped ({why})")
                 continue
             e = start_element(self.plan, new_element(group, label, nodes))
-            print(f"# {label}: {started(e)} -> {e.run.path}", flush=True)
+            self.say(f"# {label}: {started(e)} -> {e.run.path}")
             batch.append(e)
         wait_elements(batch, self.poll_s)
         self.elements += batch
@@ -75,10 +77,9 @@ class Campaign:
             for node, why in lost.items():
                 if node not in self.lost:
                     self.lost[node] = f"{why}: NODE_FAIL of slurm job {e.job_id} ({e.label})"
-                    print(
+                    self.say(
                         f"# node {node} lost during {e.label} (slurm job {e.job_id} NODE_FAIL: "
                         f"{why}); its rows so far are kept in {e.run.path}; going on without it",
-                        flush=True,
                     )
         return batch
 

@@ -36,7 +36,7 @@ import json
 from typing import Any
 
 from gpulane.campaigns import plans
-from gpulane.campaigns.elements import JOB, Element, ElementPlan, element_settings
+from gpulane.campaigns.elements import Element, ElementPlan, element_settings
 from gpulane.campaigns.rounds import Campaign, started
 from gpulane.campaigns.settings import PatternSettings, pattern_settings
 from gpulane.campaigns.summary import (
@@ -46,10 +46,11 @@ from gpulane.campaigns.summary import (
     summarize,
     write_summary,
 )
-from gpulane.collectives.plan import build_plan
 from gpulane.config.commands import SweepConfig
 from gpulane.errors import InputError, RunFailed
-from gpulane.rundir import RunDir, make_run_dir, run_env
+from gpulane.rundir import RunDir, make_run_dir
+from gpulane.session.output import Say, stdout
+from gpulane.session.prepare import SweepRun
 from gpulane.session.signals import Terminated
 
 NEEDS_TWO = ("pairs", "ring", "halving")
@@ -59,15 +60,14 @@ def pair_label(nodes: list[str]) -> str:
     return "+".join(nodes)
 
 
-def run_campaign(cfg: SweepConfig, s: Any, group: RunDir | None = None, job: str = JOB) -> int:
+def run_campaign(sweep: SweepRun, group: RunDir | None = None, say: Say = stdout) -> int:
     """``launcher.pattern=per-node|pairs|ring|allocation|halving`` (or several joined by
-    ``+``) with the Slurm settings ``s``; each element runs ``job`` on its ranks."""
+    ``+``) of the prepared sweep (its Slurm settings, device and plan); each element runs
+    the sweep's job on its ranks."""
+    cfg, s = sweep.cfg, sweep.launcher
     ps = pattern_settings(cfg, s.pattern, s.partition)
-    device = str(cfg.device or "auto")
-    if device == "auto":
-        device = "cuda" if s.gpus_per_node else "cpu"
-    plan = ElementPlan(cfg, run_env(cfg), s.tasks_per_node, device, s, job)
-    return run_pattern(cfg, group or make_run_dir(cfg), plan, s.pattern, ps, s.poll_s)
+    plan = ElementPlan(cfg, sweep.env, s.tasks_per_node, sweep.device, s, sweep.job, sweep.plan)
+    return run_pattern(cfg, group or make_run_dir(cfg), plan, s.pattern, ps, s.poll_s, say)
 
 
 def planned_jobs(pattern: str, nodes: list[str]) -> list[list[list[str]]]:
@@ -95,17 +95,19 @@ def job_label(pattern: str, nodes: list[str], index: int = 1) -> str:
     return f"step{index:02d}-{len(nodes)}nodes"
 
 
-def dry_run(cfg: SweepConfig, group: RunDir, pattern: str, ps: PatternSettings, s: Any) -> int:
+def dry_run(
+    cfg: SweepConfig, group: RunDir, pattern: str, ps: PatternSettings, s: Any, say: Say = stdout
+) -> int:
     from gpulane.launch.slurm.settings import executor_parameters, sbatch_options
 
     steps = pattern.split("+")
     plan: list[dict[str, Any]] = []
-    print(f"# dry run: launcher.pattern={pattern} over {len(ps.nodes)} node(s); nothing submitted")
+    say(f"# dry run: launcher.pattern={pattern} over {len(ps.nodes)} node(s); nothing submitted")
     for step in steps:
         rounds = planned_jobs(step, ps.nodes)
         for i, subsets in enumerate(rounds, 1):
             if len(rounds) > 1:
-                print(f"# {step} round {i} of {len(rounds)}: {len(subsets)} job(s) side by side")
+                say(f"# {step} round {i} of {len(rounds)}: {len(subsets)} job(s) side by side")
             for nodes in subsets:
                 params = executor_parameters(
                     element_settings(s, len(nodes)), f"gpulane-{cfg.run_id}"
@@ -113,11 +115,11 @@ def dry_run(cfg: SweepConfig, group: RunDir, pattern: str, ps: PatternSettings, 
                 params["slurm_nodelist"] = ",".join(nodes)
                 opts = sbatch_options(group.path / s.folder, params)
                 label = job_label(step, nodes)
-                print(f"{label}: sbatch {' '.join(opts)}")
+                say(f"{label}: sbatch {' '.join(opts)}")
                 entry = {"round": i, "label": label, "nodes": nodes, "sbatch": opts}
                 plan.append(entry if len(steps) == 1 else {"step": step, **entry})
         if step == "halving":
-            print("# then halves of a slow set, side by side, as the figures decide")
+            say("# then halves of a slow set, side by side, as the figures decide")
     (group.path / "plan.json").write_text(json.dumps(plan, indent=1) + "\n")
     return 0
 
@@ -133,11 +135,12 @@ def run_pattern(
     pattern: str,
     ps: PatternSettings,
     poll_s: float,
+    say: Say = stdout,
 ) -> int:
     """The steps of the campaign, one after the other, their summaries, the verdict."""
     steps = steps_of(pattern)
     judged = [p for p in steps if p in NEEDS_TWO]
-    if judged and FIGURE_OP not in build_plan(cfg, True).collectives:
+    if judged and plan.sweep is not None and FIGURE_OP not in plan.sweep.collectives:
         raise InputError(
             f"launcher.pattern={judged[0]} judges nodes by all_reduce: include all_reduce "
             "in collectives"
@@ -145,13 +148,12 @@ def run_pattern(
     for step in steps:
         planned_jobs(step, ps.nodes)  # too few nodes: an input error, now
     if ps.dry_run:
-        return dry_run(cfg, run, pattern, ps, plan.slurm)
-    print(
+        return dry_run(cfg, run, pattern, ps, plan.slurm, say)
+    say(
         f"# gpulane sweep: launcher.pattern={pattern} over {len(ps.nodes)} node(s) "
         f"({', '.join(ps.nodes)}), {plan.ranks_per_node} rank(s) per node, group {run.path}",
-        flush=True,
     )
-    camp = Campaign(plan, poll_s)
+    camp = Campaign(plan, poll_s, say=say)
     camp.check_nodes(ps.nodes, "before the campaign")
     named: dict[str, str] = {}  # node -> the step that named it
     status = 0
@@ -163,10 +165,9 @@ def run_pattern(
             nodes = [n for n in camp.active(ps.nodes) if n not in named]
             left_out = [n for n in ps.nodes if n not in nodes]
             if len(steps) > 1:
-                print(
+                say(
                     f"# step {step} over {len(nodes)} node(s)"
                     + (f" (left out: {', '.join(left_out)})" if left_out else ""),
-                    flush=True,
                 )
             sps = dataclasses.replace(ps, nodes=nodes)
             if step == "halving":
@@ -181,7 +182,7 @@ def run_pattern(
                     whole = (nodes, figure) if figure is not None else None
             data["nodes"] = nodes
             data["left_out"] = {n: named.get(n) or camp.lost.get(n, "") for n in left_out}
-            write_summary(group.path, data)
+            write_summary(group.path, data, say)
             for n in names:
                 named.setdefault(n, step)
             status = max(status, st)
@@ -220,13 +221,13 @@ def run_rounds(
     skipped_before = len(camp.skipped)
     for i, subsets in enumerate(rounds, 1):
         if len(rounds) > 1:
-            print(
-                f"# round {i} of {len(rounds)}: " + ", ".join(map(pair_label, subsets)), flush=True
-            )
+            camp.say(f"# round {i} of {len(rounds)}: " + ", ".join(map(pair_label, subsets)))
         jobs = [(job_label(pattern, nodes), nodes) for nodes in subsets]
         elements += camp.run_round(group, jobs)
     lost = {n: why for n, why in camp.lost.items() if n in ps.nodes}
-    status, data = summarize(group.path, pattern, elements, ps, lost, camp.skipped[skipped_before:])
+    status, data = summarize(
+        group.path, pattern, elements, ps, lost, camp.skipped[skipped_before:], camp.say
+    )
     return status, data, elements
 
 
@@ -241,7 +242,7 @@ def run_halving(
         ps.nodes, good=ps.halving_good, tolerance=1 - ps.outlier_fraction, first=first
     )
     if first is not None:
-        print(f"# halving starts from the allocation run: {first:.4g} GB/s", flush=True)
+        camp.say(f"# halving starts from the allocation run: {first:.4g} GB/s")
     while batch := search.batch():
         jobs = [(job_label("halving", s, len(steps) + k + 1), s) for k, s in enumerate(batch)]
         ran = {e.label: e for e in camp.run_round(group, jobs)}
@@ -256,7 +257,7 @@ def run_halving(
             else:
                 words = f"{figure:.4g} GB/s"
             where = started(e) if e is not None else "skipped"
-            print(f"# halving {label} ({','.join(subset)}): {where}: {words}", flush=True)
+            camp.say(f"# halving {label} ({','.join(subset)}): {where}: {words}")
             steps.append((e, subset, figure or 0.0))
             figures.append(figure or 0.0)
         search.feed(figures)
@@ -265,19 +266,19 @@ def run_halving(
     status = RunFailed.exit_code if result.slow or lost else 0
     ref = f"{result.reference:.4g} GB/s" if result.reference is not None else "none"
     if result.slow:
-        print(
+        camp.say(
             f"# slow node(s): {', '.join(result.slow)} (more than {ps.outlier_fraction:.0%} "
             f"below the reference {ref}; {result.measurements} jobs in {result.rounds} rounds)"
         )
         for node in result.slow:
-            print(f"# slow node: {node}: {_evidence(node, steps, result.reference)}")
+            camp.say(f"# slow node: {node}: {_evidence(node, steps, result.reference)}")
     else:
-        print(
+        camp.say(
             f"# no slow node ({result.note or 'every half reaches the reference'}; "
             f"reference {ref}; {result.measurements} jobs in {result.rounds} rounds)"
         )
     for node, why in sorted(lost.items()):
-        print(f"# lost node: {node}: {why}")
+        camp.say(f"# lost node: {node}: {why}")
     return status, {
         "pattern": "halving",
         "outlier_fraction": ps.outlier_fraction,
@@ -323,10 +324,10 @@ def _campaign_summary(
     status: int,
 ) -> None:
     for node, step in sorted(named.items()):
-        print(f"# campaign: node {node} named by {step}")
+        camp.say(f"# campaign: node {node} named by {step}")
     for node, why in sorted(camp.lost.items()):
-        print(f"# campaign: node {node} lost: {why}")
-    print(f"# campaign {pattern}: {'PASS' if status == 0 else 'FAIL'}")
+        camp.say(f"# campaign: node {node} lost: {why}")
+    camp.say(f"# campaign {pattern}: {'PASS' if status == 0 else 'FAIL'}")
     write_summary(
         run.path,
         {
@@ -337,4 +338,5 @@ def _campaign_summary(
             "lost_nodes": camp.lost,
             "steps": results,
         },
+        camp.say,
     )

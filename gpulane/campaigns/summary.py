@@ -13,6 +13,7 @@ from gpulane.campaigns.elements import Element
 from gpulane.campaigns.settings import PatternSettings
 from gpulane.errors import RunFailed, print_error
 from gpulane.record import utc_now
+from gpulane.session.output import Say, stdout
 
 SUMMARY_FILE = "summary.json"
 FIGURE_OP = "all_reduce"  # what judges pairs and halving: its busbw at the largest size
@@ -74,8 +75,9 @@ def summarize(
     ps: PatternSettings,
     lost: dict[str, str] | None = None,
     skipped: list[Any] | None = None,
+    say: Say = stdout,
 ) -> tuple[int, dict[str, Any]]:
-    """Print one line per element with its figures; name the outliers, the failures and
+    """Say one line per element with its figures; name the outliers, the failures and
     the nodes lost. Returns the exit status and what summary.json keeps."""
     lost = dict(lost or {})
     skipped = list(skipped or [])
@@ -100,17 +102,17 @@ def summarize(
         vals = [f"{figures[e.label][c]:.4g}" if c in figures[e.label] else "-" for c in columns]
         lines.append([e.label, e.job_id, e.state, *vals, verdict])
     widths = [max(len(str(x)) for x in col) for col in zip(header, *lines, strict=False)]
-    print(
+    say(
         f"# {pattern} summary: busbw at the largest size; outlier: more than "
         f"{ps.outlier_fraction:.0%} below the median of its peers"
     )
     for line in [header, *lines]:
-        print("  ".join(str(x).ljust(w) for x, w in zip(line, widths, strict=False)).rstrip())
+        say("  ".join(str(x).ljust(w) for x, w in zip(line, widths, strict=False)).rstrip())
     status = 0
     if len(elements) < 2:
-        print(f"# one {what}: no peers to compare it with")
+        say(f"# one {what}: no peers to compare it with")
     for subject, c in sorted(named.items()):
-        print(f"# outlier {what}: {subject}: {c.message}")
+        say(f"# outlier {what}: {subject}: {c.message}")
         status = RunFailed.exit_code
     for e in elements:
         if e.failure:
@@ -129,14 +131,14 @@ def summarize(
             hits = sum(1 for e in bad if n in e.nodes)
             if len(nodes) >= 3 and hits and hits == len(mine):
                 suspects[n] = hits
-                print(f"# node {n}: all {hits} of its pairs are slow or failed{_range(mine)}")
+                say(f"# node {n}: all {hits} of its pairs are slow or failed{_range(mine)}")
     for s in skipped:
-        print(f"# {s.label}: not measured ({s.reason})")
+        say(f"# {s.label}: not measured ({s.reason})")
     for node, why in sorted(lost.items()):
-        print(f"# lost node: {node}: {why}")
+        say(f"# lost node: {node}: {why}")
         status = RunFailed.exit_code
     if status == 0 and len(elements) >= 2:
-        print(f"# no outlier among {len(elements)} {what}s")
+        say(f"# no outlier among {len(elements)} {what}s")
     data = {
         "pattern": pattern,
         "outlier_fraction": ps.outlier_fraction,
@@ -161,7 +163,7 @@ def summarize(
     if pattern in PAIR_PATTERNS and elements:
         fabric = pair_fabric(pattern, elements, figures, named, suspects, lost, skipped, ps)
         data["fabric"] = str(write_fabric(group, fabric))
-        print(f"# fabric: {group / FABRIC_FILE} (heatmap: {group / FABRIC_SVG})")
+        say(f"# fabric: {group / FABRIC_FILE} (heatmap: {group / FABRIC_SVG})")
     return status, data
 
 
@@ -224,7 +226,7 @@ def _range(elements: list[Element]) -> str:
     return f" ({lo:.4g} GB/s)" if lo == hi else f" ({lo:.4g}-{hi:.4g} GB/s)"
 
 
-def write_summary(group: Path, data: dict[str, Any]) -> None:
+def write_summary(group: Path, data: dict[str, Any], say: Say = stdout) -> None:
     data = {"written_at": utc_now(), **data}
     (group / SUMMARY_FILE).write_text(json.dumps(data, indent=1, default=str) + "\n")
-    print(f"# summary: {group / SUMMARY_FILE}")
+    say(f"# summary: {group / SUMMARY_FILE}")

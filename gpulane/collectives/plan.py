@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -44,6 +45,35 @@ class SweepPlan:
     root: int
     placements: list[bool]  # False = out-of-place, True = in-place, in nccl-tests' order
     timing: Timing
+    # sizes.max=auto means 1G with buffers on the GPUs and 32M on the host: the ranks learn
+    # where their buffers are (mpi on GPUs may use host buffers) and ask for_device().
+    on_device: bool = True
+    size_range: tuple[Any, Any, Any, Any] | None = None  # sizes.min, max, factor, step as given
+
+    def for_device(self, on_device: bool) -> SweepPlan:
+        """This plan for buffers on the GPUs (True) or the host: only sizes.max=auto
+        differs between the two."""
+        if on_device == self.on_device or self.size_range is None:
+            return self
+        low, high, factor, step = self.size_range
+        if str(high).lower() != "auto":
+            return dataclasses.replace(self, on_device=on_device)
+        sizes = size_steps(low, _auto_max(on_device), factor, step)
+        return dataclasses.replace(self, sizes=sizes, on_device=on_device)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: what the session hands the ranks (``RunDir.save_plan``)."""
+        data = dataclasses.asdict(self)
+        data["size_range"] = list(self.size_range) if self.size_range is not None else None
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SweepPlan:
+        fields = dict(data)
+        fields["timing"] = Timing(**fields["timing"])
+        span = fields.get("size_range")
+        fields["size_range"] = tuple(span) if span is not None else None
+        return cls(**fields)
 
     @property
     def lines(self) -> int:
@@ -113,8 +143,9 @@ def build_plan(cfg: SweepConfig, on_device: bool) -> SweepPlan:
     sizes_cfg = cfg.sizes
     max_bytes = sizes_cfg.max
     if str(max_bytes).lower() == "auto":
-        max_bytes = "1G" if on_device else "32M"
+        max_bytes = _auto_max(on_device)
     sizes = size_steps(sizes_cfg.min, max_bytes, sizes_cfg.factor, sizes_cfg.step)
+    size_range = (sizes_cfg.min, sizes_cfg.max, sizes_cfg.factor, sizes_cfg.step)
     root = cfg.root
     if isinstance(root, bool) or not isinstance(root, int) or root < 0:
         raise InputError(f"root: expected a rank number >= 0, got {root!r}")
@@ -125,7 +156,13 @@ def build_plan(cfg: SweepConfig, on_device: bool) -> SweepPlan:
         graph=bool(cfg.graph),
         graph_launches=_positive_int(cfg, "graph_launches", 1),
     )
-    return SweepPlan(colls, dtypes, sizes, op, root, placements(cfg.in_place), timing)
+    return SweepPlan(
+        colls, dtypes, sizes, op, root, placements(cfg.in_place), timing, on_device, size_range
+    )
+
+
+def _auto_max(on_device: bool) -> str:
+    return "1G" if on_device else "32M"
 
 
 def point_label(point: Point, in_place: bool | None = None) -> str:

@@ -11,7 +11,7 @@ from typing import Any
 from gpulane import __version__
 from gpulane.collectives.backends.base import Backend
 from gpulane.collectives.harness import measure, summarize
-from gpulane.collectives.plan import build_plan, point_label
+from gpulane.collectives.plan import SweepPlan, point_label
 from gpulane.collectives.spec import Point
 from gpulane.config.commands import SweepConfig
 from gpulane.errors import InputError
@@ -184,8 +184,17 @@ def _nccl_found(nccl: NcclLogs | None, ctx: RankContext, path: str | None) -> di
 
 
 def run_rank(
-    cfg: SweepConfig, ctx: RankContext, on_row: Callable[[Row], None] | None = None
+    cfg: SweepConfig,
+    ctx: RankContext,
+    on_row: Callable[[Row], None] | None = None,
+    plan: SweepPlan | None = None,
 ) -> None:
+    """This rank's sweep of ``plan``: the one the session worked out, given here (a rank
+    in the session's own process) or left in the run directory for the rank to read."""
+    if plan is None:
+        from gpulane.rundir import RunDir
+
+        plan = SweepPlan.from_dict(RunDir.at(ctx.run_dir).read_plan())
     if cfg.graph:
         # Only graph replays touch the communicator while timing, and the harness
         # synchronizes around them, so NCCL may skip its guards for captured and
@@ -194,11 +203,11 @@ def run_rank(
     started = time.time()
     backend = make_backend(cfg, ctx)
     try:
-        _sweep(cfg, ctx, backend, on_row, started)
+        _sweep(cfg, plan.for_device(backend.on_device), ctx, backend, on_row, started)
         if wants_torch_overhead(cfg) and backend.name == "nccl":
             from gpulane.collectives.overhead import measure_torch_overhead
 
-            measure_torch_overhead(backend, build_plan(cfg, True).timing, ctx.run_dir)
+            measure_torch_overhead(backend, plan.timing, ctx.run_dir)
     finally:
         backend.close()
 
@@ -210,12 +219,12 @@ def wants_torch_overhead(cfg: SweepConfig) -> bool:
 
 def _sweep(
     cfg: SweepConfig,
+    plan: SweepPlan,
     ctx: RankContext,
     backend: Backend,
     on_row: Callable[[Row], None] | None,
     started: float,
 ) -> None:
-    plan = build_plan(cfg, backend.on_device)
     points = [p for _, p in plan.points(ctx.world_size)]
     versions = {"gpulane": __version__, **backend.versions()}
     facts = _check_world(cfg, ctx, backend, versions)
@@ -259,29 +268,18 @@ def _sweep(
             s = summarize(point, gathered)
             wrong = s.wrong or 0
             found = _nccl_found(nccl, ctx, path)
-            row = Row(
-                run_id=str(cfg.run_id),
-                kind="collective",
-                backend=backend.name,
-                op=point.op,
+            row = Row.collective(
+                str(cfg.run_id),
+                backend.name,
+                point,
+                in_place,
+                s,
                 build=str(cfg.build),
                 host=ctx.host,
                 nodes=nodes,
                 world_size=ctx.world_size,
-                dtype=point.dtype,
-                redop=point.redop,
-                root=point.root,
-                in_place=in_place,
-                size_bytes=point.size_bytes,
-                count=point.count,
                 graph=plan.timing.graph,
                 iters=plan.timing.iters,
-                time_us=s.time_us,
-                time_us_p50=s.time_us_p50,
-                time_us_p99=s.time_us_p99,
-                algbw_gbps=s.algbw_gbps,
-                busbw_gbps=s.busbw_gbps,
-                wrong=s.wrong,
                 path=path,
                 transport=found.get("transport") if found else None,
                 source="measured",

@@ -3,8 +3,14 @@ and launcher; with launcher.pattern=per-node|pairs|halving, a cluster campaign."
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from gpulane.commands.hydra_app import comma_lists, run_hydra
 from gpulane.config.commands import SweepConfig
+
+if TYPE_CHECKING:
+    from gpulane.rundir import RunDir
+    from gpulane.session.prepare import SweepRun
 
 # Keys that take several values in one run: `collectives=all_reduce,all_gather` means the
 # list (outside -m, where Hydra reads a comma list as a sweep).
@@ -12,27 +18,17 @@ LIST_KEYS = frozenset({"collectives", "dtype"})
 
 
 def sweep(cfg: SweepConfig) -> int:
-    if str(cfg.launcher.name) == "slurm" and str(cfg.backend.name) != "nccl_tests":
-        from gpulane.launch.slurm.settings import settings
-
-        s = settings(cfg)
-        from gpulane.session.backend_choice import choose_backend
-        from gpulane.session.sweep import slurm_device
-
-        cfg, line = choose_backend(cfg, slurm_device(cfg, s.gpus_per_node))
-        if line:
-            print(line, flush=True)  # before any session header: campaigns have none
-        if s.pattern != "allocation":
-            from gpulane.campaigns.run import run_campaign
-
-            return run_campaign(cfg, s)
-        from gpulane.session.packing import packing, queue_packed
-
-        if s.pack and packing():
-            return queue_packed(cfg, s)
     from gpulane.session.sweep import run_sweep
 
-    return run_sweep(cfg)
+    return run_sweep(cfg, campaign=campaign)
+
+
+def campaign(sweep: SweepRun, group: RunDir | None) -> int:
+    """What runs a campaign when the session's plan is one (campaigns/ is a floor above
+    the session, so the command hands it down)."""
+    from gpulane.campaigns.run import run_campaign
+
+    return run_campaign(sweep, group=group)
 
 
 def main(argv: list[str]) -> int:

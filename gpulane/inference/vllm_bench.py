@@ -27,7 +27,7 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -92,13 +92,13 @@ def latency_rows(prefill: Row, whole: Row, meta: Meta, extra: Mapping[str, Any])
     assert prefill.time_us is not None and whole.time_us is not None
     ttft_s = prefill.time_us / 1e6
     common: dict[str, Any] = {
-        "run_id": meta.run_id, "kind": "tokens", "backend": "vllm", "build": meta.build,
+        "run_id": meta.run_id, "backend": "vllm", "build": meta.build,
         "model": meta.model, "tp": meta.tp, "pp": meta.pp, "batch": batch,
         "input_len": input_len, "output_len": output_len, "source": "measured",
         "world_size": (meta.tp or 1) * (meta.pp or 1), "nodes": 1,
     }  # fmt: skip
     rows = [
-        Row(
+        Row.tokens(
             **common,
             op="prefill",
             iters=prefill.iters,
@@ -121,7 +121,7 @@ def latency_rows(prefill: Row, whole: Row, meta: Meta, extra: Mapping[str, Any])
         p50 = _diff(whole.time_us_p50, prefill.time_us_p50, steps)
         p99 = _diff(whole.time_us_p99, prefill.time_us_p99, steps)
         rows.append(
-            Row(
+            Row.tokens(
                 **common,
                 op="decode",
                 iters=whole.iters,
@@ -149,7 +149,8 @@ def _diff(whole: float | None, first: float | None, steps: int) -> float | None:
     return (whole - first) / steps
 
 
-def run_vllm(cfg: TokensConfig) -> int:
+def run_vllm(cfg: TokensConfig, say: Callable[[str], None]) -> int:
+    """vLLM's own benchmarks on this machine as rows; ``say`` shows its lines."""
     import importlib.util
 
     if importlib.util.find_spec("vllm") is None and shutil.which("vllm") is None:
@@ -183,7 +184,7 @@ def run_vllm(cfg: TokensConfig) -> int:
             )
             got: dict[str, Row] = {}
             for what, cmd in cmds.items():
-                print("# " + " ".join(cmd), flush=True)
+                say("# " + " ".join(cmd))
                 log = run.path / f"vllm-{what}-b{batch}-i{input_len}-o{output_len}.log"
                 with open(log, "w", encoding="utf-8") as fh:
                     done = subprocess.run(
@@ -224,9 +225,9 @@ def run_vllm(cfg: TokensConfig) -> int:
             rows += made
             dec = next((r for r in made if r.op == "decode"), None)
             if dec is not None and dec.tokens_per_s and dec.time_us and dec.ttft_ms:
-                print(f"  batch {batch:>4}  in {input_len:>5}  out {output_len:>4}  decode "
+                say(f"  batch {batch:>4}  in {input_len:>5}  out {output_len:>4}  decode "
                       f"{dec.tokens_per_s:.1f} tok/s  ITL {dec.time_us / 1e3:.2f} ms  TTFT "
-                      f"{dec.ttft_ms:.1f} ms (vLLM)", flush=True)  # fmt: skip
+                      f"{dec.ttft_ms:.1f} ms (vLLM)")  # fmt: skip
     run.finish()
     if rows:
         from rich.console import Console
@@ -236,5 +237,5 @@ def run_vllm(cfg: TokensConfig) -> int:
         Console(width=None if sys.stdout.isatty() else 200).print(
             results_table([r.to_dict() for r in rows if r.op in ("prefill", "decode")])
         )
-    print(f"# rows: {run.rows_path}")
+    say(f"# rows: {run.rows_path}")
     return status

@@ -24,6 +24,7 @@ from gpulane.errors import InputError, RunFailed
 from gpulane.inference.memory import OVERHEAD_BYTES, GiB, estimate
 from gpulane.inference.shapes import ModelShape, packaged_shape
 from gpulane.inference.sharding import check_parallel
+from gpulane.session.output import Say, stdout
 
 MAX_LAYERS = 8
 OUTPUT_LEN = 16  # decode steps enough for a mean step; the fit reads compute-only times
@@ -104,7 +105,9 @@ def plan(
     return None
 
 
-def run_now(p: CalibrationPlan, results_dir: str | Path) -> tuple[list[str], float]:
+def run_now(
+    p: CalibrationPlan, results_dir: str | Path, say: Say = stdout
+) -> tuple[list[str], float]:
     """The plan's runs (``python -m gpulane tokens``), each said on screen with its
     duration; the run directories they made and the seconds they took."""
     root = Path(results_dir)
@@ -112,10 +115,10 @@ def run_now(p: CalibrationPlan, results_dir: str | Path) -> tuple[list[str], flo
     t0 = time.perf_counter()
     for tp in p.tps:
         args = [*p.args(tp), f"results_dir={root}", "progress=false"]
-        print("# calibrating compute: gpulane " + shlex.join(args), flush=True)
+        say("# calibrating compute: gpulane " + shlex.join(args))
         started = time.perf_counter()
         status = subprocess.call([sys.executable, "-m", "gpulane", *args])
-        print(f"#   took {time.perf_counter() - started:.0f} s", flush=True)
+        say(f"#   took {time.perf_counter() - started:.0f} s")
         if status:
             raise RunFailed(f"advise: the calibration run failed (gpulane {shlex.join(args)})")
     made = [str(d) for d in sorted(set(find_run_dirs(root)) - before)]

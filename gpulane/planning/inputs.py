@@ -21,6 +21,7 @@ from gpulane.analysis.store import (
 )
 from gpulane.analysis.store import load_topology as read_topology_file
 from gpulane.errors import RunFailed
+from gpulane.session.output import Say, stdout
 from gpulane.topology.model import Topology
 
 ROWS_SUFFIXES = (".jsonl", ".parquet")
@@ -71,6 +72,7 @@ def measure_now(
     results_dir: str | Path,
     device: str = "cuda",
     passes: Sequence[tuple[bool, str]] = MEASURE_PASSES,
+    say: Say = stdout,
 ) -> list[str]:
     """Run ``gpulane sweep`` (``python -m gpulane``) for the collectives the splits need,
     over each of ``ranks``; the run directories it made under ``results_dir``."""
@@ -88,7 +90,7 @@ def measure_now(
                 "sizes.min=8", f"sizes.max={top}", f"ranks={n}", f"device={device}",
                 f"build={build}", f"results_dir={root}", "progress=false",
             ]  # fmt: skip
-            print("# measuring: " + " ".join(cmd[3:]), flush=True)
+            say("# measuring: " + " ".join(cmd[3:]))
             status = subprocess.call(cmd)
             if status:
                 raise RunFailed(f"advise: measuring the collectives failed ({' '.join(cmd[3:])})")

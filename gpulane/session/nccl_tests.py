@@ -30,18 +30,16 @@ from gpulane.collectives.nccl_tests.binaries import (
 )
 from gpulane.collectives.nccl_tests.live import LiveRows
 from gpulane.collectives.nccl_tests.outcome import Outcome, rows_of_outcome
-from gpulane.collectives.plan import SweepPlan, build_plan
 from gpulane.collectives.spec import collective
 from gpulane.collectives.table import SweepView
 from gpulane.config.commands import SweepConfig
 from gpulane.errors import InputError
 from gpulane.launch.base import LaunchResult, LaunchSpec
-from gpulane.launch.factory import make_launcher
 from gpulane.record import Row, RowWriter, shaping_env
-from gpulane.rundir import RunDir, make_run_dir, rank_env, run_env, save_config
+from gpulane.rundir import RunDir, make_run_dir, rank_env, save_config
+from gpulane.session.prepare import SweepRun, launcher_for
 from gpulane.session.run import RunSession, SessionSpec
 from gpulane.session.signals import Terminated, sigterm_as_exception
-from gpulane.session.world import local_gpus
 
 
 class LiveOnce:
@@ -116,25 +114,16 @@ class LogPump:
 
 
 def run_nccl_tests(
-    cfg: SweepConfig, run: RunDir | None = None, env: dict[str, str] | None = None
+    sweep: SweepRun, run: RunDir | None = None, env: dict[str, str] | None = None
 ) -> int:
-    """Every (collective, type) of the sweep through nccl-tests; rows into the run."""
-    plan = build_plan(cfg, True)
-    env = run_env(cfg) if env is None else env
-    name = str(cfg.launcher.name)
-    if name == "slurm":
-        from gpulane.launch.slurm.settings import settings
-
-        world = settings(cfg, needs_mpi=True).world_size
-    elif str(cfg.ranks) == "auto":
-        world = int(cfg.world_size or local_gpus() or 2)
-    else:
-        world = int(cfg.ranks)
+    """Every (collective, type) of the prepared sweep through nccl-tests; rows into the run."""
+    cfg, plan, world = sweep.cfg, sweep.plan, sweep.world
+    env = sweep.env if env is None else env
     backend = cfg.backend
     binaries = {op: collective(op).binary for op in plan.collectives}
     found = find_binaries(sorted(set(binaries.values())), backend.home)
     use_json = str(backend.use_json).lower()
-    _, per_process = make_launcher(cfg, "cuda", needs_mpi=True).program_layout(world)
+    _, per_process = launcher_for(sweep).program_layout(world)
     if run is None:
         run = make_run_dir(cfg)
     saved = save_config(cfg, run, world_size=world, device="cuda", nodes=cfg.nodes or 1)
@@ -171,20 +160,22 @@ def run_nccl_tests(
                     *test_args(saved, plan, op, dtype, per_process, json_path, per_iter),
                 ]
                 _one_binary(
-                    session, saved, plan, run, ranks_env, argv, op, stem, json_path, common, i == 0
-                )
+                    session, sweep, saved, run, ranks_env, argv, op, stem, json_path, common,
+                    i == 0,
+                )  # fmt: skip
         except (KeyboardInterrupt, Terminated) as ex:
             return session.interrupt(ex)
     return session.conclude(None)
 
 
 def _one_binary(
-    session: RunSession, cfg: SweepConfig, plan: SweepPlan, run: RunDir, env: dict[str, str],
+    session: RunSession, sweep: SweepRun, cfg: SweepConfig, run: RunDir, env: dict[str, str],
     argv: list[str], op: str, stem: str, json_path: Path | None, common: dict[str, Any],
     first: bool,
 ) -> None:  # fmt: skip
-    """One launch of one binary: shown live, then kept as rows."""
-    launcher = make_launcher(cfg, "cuda", needs_mpi=True)
+    """One launch of one binary: shown live, then kept as rows; ``cfg`` as saved."""
+    plan = sweep.plan
+    launcher = launcher_for(sweep)
     procs, _ = launcher.program_layout(int(common["world_size"]))
     timeout_s = float(cfg.timeout_s or 0)
     launch = LaunchSpec(run.path, procs, env, timeout_s, program=argv, run_id=run.run_id)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpulane.collectives.plan import build_plan
+from gpulane.collectives.plan import SweepPlan
 from gpulane.collectives.table import SweepView
 from gpulane.config.commands import SweepConfig
 from gpulane.errors import GpulaneError, InputError, RunFailed, print_error
@@ -24,10 +24,10 @@ from gpulane.launch.slurm.launcher import SlurmLauncher
 from gpulane.launch.slurm.monitor import JobRecord, Waiter
 from gpulane.launch.slurm.settings import SlurmSettings, executor_parameters, make_executor
 from gpulane.launch.slurm.task import packed_done, packed_task
-from gpulane.rundir import RunDir, make_run_dir, rank_env, run_env, save_config
+from gpulane.rundir import RunDir, make_run_dir, rank_env, save_config
+from gpulane.session.prepare import SweepRun, uses_nccl
 from gpulane.session.run import RunSession, SessionSpec
 from gpulane.session.signals import Terminated, sigterm_as_exception, stop_words
-from gpulane.session.sweep import uses_nccl
 
 JOB = "gpulane.collectives.sweep:run_rank"
 
@@ -40,6 +40,7 @@ class Packed:
     settings: SlurmSettings
     label: str
     device: str
+    plan: SweepPlan
     job: str = JOB
 
 
@@ -65,24 +66,16 @@ def _overrides_label() -> str:
         return "-"
 
 
-def queue_packed(
-    cfg: SweepConfig, s: SlurmSettings, run: RunDir | None = None, job: str = JOB
-) -> int:
-    """One combination of a packed multirun: its run directory and configuration now, its
-    job later (:func:`finish_packing`)."""
+def queue_packed(sweep: SweepRun, run: RunDir | None = None) -> int:
+    """One combination of a packed multirun, prepared (its checks passed): its run
+    directory, configuration and plan now, its job later (:func:`finish_packing`)."""
     assert _PACK is not None
-    if str(cfg.backend.name) == "mpi":
-        raise InputError(
-            "launcher.pack=true: backend=mpi cannot be packed (MPI starts once per process)"
-        )
-    build_plan(cfg, on_device=True)  # bad input stops the combination now
-    device = str(cfg.device or "auto")
-    if device == "auto":
-        device = "cuda" if s.gpus_per_node else "cpu"
+    cfg, s = sweep.cfg, sweep.launcher
     run = run or make_run_dir(cfg)
-    saved = save_config(cfg, run, world_size=s.world_size, nodes=s.nodes, device=device)
+    saved = save_config(cfg, run, world_size=s.world_size, nodes=s.nodes, device=sweep.device)
+    run.save_plan(sweep.plan.to_dict())
     label = _overrides_label()
-    _PACK.append(Packed(saved, run, run_env(cfg), s, label, device, job))
+    _PACK.append(Packed(saved, run, sweep.env, s, label, sweep.device, sweep.plan, sweep.job))
     print(f"# packed #{len(_PACK)}: {label} -> {run.path}", flush=True)
     return 0
 
@@ -101,7 +94,7 @@ def finish_packing() -> int:
 
 
 def _session(it: Packed) -> RunSession:
-    plan = build_plan(it.cfg, it.device == "cuda")
+    plan = it.plan
     spec = SessionSpec(
         command="sweep",
         kind="collective",

@@ -6,20 +6,22 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gpulane.collectives.plan import build_plan, rounding_notes
+from gpulane.collectives.plan import SweepPlan, build_plan, rounding_notes
 from gpulane.collectives.table import SweepView
 from gpulane.config.commands import SweepConfig
 from gpulane.config.load import load_saved
 from gpulane.config.validate import check_preset
-from gpulane.errors import InputError, MissingComponent
+from gpulane.errors import InputError
 from gpulane.launch.base import Launcher, LaunchSpec
 from gpulane.launch.factory import make_launcher
 from gpulane.rank import RankInfo, discover, make_context, shared_run_id
 from gpulane.rundir import (
     CONFIG_FILE,
+    PLAN_FILE,
     NoteTail,
     RunDir,
     discarded_on_bad_input,
@@ -31,41 +33,11 @@ from gpulane.rundir import (
 )
 from gpulane.session.backend_choice import choose_backend
 from gpulane.session.estimate import sweep_estimate_s
+from gpulane.session.output import stdout
+from gpulane.session.prepare import JOB, SweepRun, launcher_for, prepare, uses_nccl
 from gpulane.session.run import RunSession, SessionSpec, usable_cores
-from gpulane.session.sweep_checks import check_front, check_inputs, check_placements
+from gpulane.session.sweep_checks import check_inputs, check_placements
 from gpulane.session.world import local_gpus
-
-JOB = "gpulane.collectives.sweep:run_rank"
-# localize=pairs|halving|ring: subsets of the GPUs instead of a sweep (campaigns/localize)
-LOCALIZE_JOB = "gpulane.campaigns.localize.rank:run_rank"
-
-
-def job_of(cfg: SweepConfig) -> str:
-    return LOCALIZE_JOB if cfg.localize not in (None, "", "none", False) else JOB
-
-
-def resolve_world(cfg: SweepConfig) -> tuple[int, str]:
-    """(ranks, device) from ranks=auto|N and device=auto|cuda|cpu and the GPUs present."""
-    device = str(cfg.device).lower()
-    backend = str(cfg.backend.name)
-    if backend in ("nccl", "nccl_tests") and device == "cpu":
-        raise InputError(f"backend={backend} needs GPUs; use backend=torch or backend=mpi on CPUs")
-    gpus = local_gpus() if device != "cpu" else 0
-    ranks = cfg.ranks
-    if device == "auto":
-        wanted = gpus if str(ranks) == "auto" else int(ranks)
-        device = "cuda" if gpus >= 1 and gpus >= wanted else "cpu"
-        if device == "cpu" and backend in ("nccl", "nccl_tests"):
-            raise MissingComponent(f"backend={backend} needs GPUs and torch sees none")
-    n = (gpus if device == "cuda" else 2) if str(ranks) == "auto" else int(ranks)
-    if device == "cuda":
-        if gpus == 0:
-            raise MissingComponent("device=cuda but no GPU is visible; use device=cpu")
-        if n > gpus:
-            raise InputError(
-                f"ranks={n} but this host has {gpus} GPU(s); use ranks<={gpus} or device=cpu"
-            )
-    return n, device
 
 
 def session_for(
@@ -75,9 +47,11 @@ def session_for(
     ranks: int,
     device: str,
     lines: list[str] | None = None,
+    plan: SweepPlan | None = None,
 ) -> RunSession:
-    """The session of a sweep; ``lines`` go first in its header (the backend chosen)."""
-    plan = build_plan(cfg, device == "cuda")
+    """The session of a sweep of ``plan`` (None: the one saved in ``run``, else worked out
+    from ``cfg``); ``lines`` go first in its header (the backend chosen)."""
+    plan = plan or saved_plan(cfg, run, device)
     view = SweepView(plan.lines, len(plan.placements), run.path)
     spec = SessionSpec(
         command="sweep",
@@ -91,38 +65,65 @@ def session_for(
     return RunSession(run, spec, view, env, progress=bool(cfg.progress))
 
 
-def run_sweep(cfg: SweepConfig) -> int:
-    """``gpulane sweep``: one run directory, one launch, one table."""
+def saved_plan(cfg: SweepConfig, run: RunDir, device: str) -> SweepPlan:
+    """The plan the ranks of ``run`` were given; a run directory from before plans were
+    saved gets its plan worked out from its configuration."""
+    if (run.path / PLAN_FILE).is_file():
+        return SweepPlan.from_dict(run.read_plan())
+    return build_plan(cfg, device == "cuda")
+
+
+# How a campaign runs (campaigns/, a floor above): given by the command, called here.
+CampaignRunner = Callable[[SweepRun, "RunDir | None"], int]
+
+
+def run_sweep(cfg: SweepConfig, campaign: CampaignRunner | None = None) -> int:
+    """``gpulane sweep``: a run resumed, this process as one rank of a world an outer
+    launcher started, or the sweep prepared once and run as it says."""
     if cfg.resume:
         return resume(cfg)
     info = discover()
     if info is not None and info.launcher != "gpulane":
         return in_process(cfg, info)
-    backend = str(cfg.backend.name)
-    if backend == "nccl_tests":
+    from gpulane.session.packing import packing
+
+    return run_prepared(prepare(cfg, packing=packing()), campaign=campaign)
+
+
+def run_prepared(
+    sweep: SweepRun,
+    run: RunDir | None = None,
+    env: dict[str, str] | None = None,
+    campaign: CampaignRunner | None = None,
+) -> int:
+    """A prepared sweep, as its route says; ``run``: the run directory (or the campaign's
+    group) made already, ``env``: the ranks' environment (default: the configuration's),
+    ``campaign``: what runs a campaign (launcher.pattern)."""
+    if sweep.route == "nccl_tests":
         from gpulane.session.nccl_tests import run_nccl_tests
 
-        return run_nccl_tests(cfg)
-    check_preset(cfg, str(cfg.device).lower())  # backend=mpi: before the GPUs are known
-    env = run_env(cfg)
-    if str(cfg.launcher.name) == "slurm":
-        # The GPUs are on the compute nodes, not here: the ranks resolve the world.
-        run = make_run_dir(cfg)
-        with discarded_on_bad_input(run):
-            return run_slurm(cfg, run, env, job_of(cfg))
-    ranks, device = resolve_world(cfg)
-    check_preset(cfg, device)
-    cfg, line = choose_backend(cfg, device)
-    plan = build_plan(cfg, device == "cuda")
-    if plan.timing.graph and device != "cuda":
-        raise InputError("graph: CUDA graphs need GPUs; set graph=false on CPUs")
-    check_front(cfg, plan, ranks, device)
-    launcher = make_launcher(cfg, device, needs_mpi=True)
-    run = make_run_dir(cfg)
+        return run_nccl_tests(sweep, run, env)
+    if sweep.launcher is not None:
+        for line in sweep.notes:  # before any session header: campaigns have none
+            stdout(line)
+    if sweep.route == "campaign":
+        if campaign is None:
+            raise InputError("launcher.pattern: this command runs no campaigns")
+        return campaign(sweep, run)
+    if sweep.route == "packed":
+        from gpulane.session.packing import queue_packed
+
+        return queue_packed(sweep, run)
+    env = sweep.env if env is None else env
+    launcher = launcher_for(sweep)  # a launcher that cannot start: before any directory
+    run = run or make_run_dir(sweep.cfg)
     with discarded_on_bad_input(run):
-        saved = save_config(cfg, run, world_size=ranks, device=device, nodes=1)
+        saved = save_config(
+            sweep.cfg, run, world_size=sweep.world, device=sweep.device, nodes=sweep.nodes
+        )
+        lines = None if sweep.launcher is not None else sweep.notes
         return launch_job(
-            saved, run, env, job_of(cfg), ranks, device, launcher, [line] if line else None
+            saved, run, env, sweep.job, sweep.world, sweep.device, launcher, lines, sweep.plan
         )
 
 
@@ -135,41 +136,18 @@ def launch_job(
     device: str,
     launcher: Launcher | None = None,
     lines: list[str] | None = None,
+    plan: SweepPlan | None = None,
 ) -> int:
     """``world`` ranks of ``job`` by the configured launcher, shown as a sweep; ``cfg`` is
-    the configuration saved in ``run``."""
+    the configuration saved in ``run``, ``plan`` what the ranks measure (saved in ``run``
+    for them; None: worked out here, once)."""
     launcher = launcher or make_launcher(cfg, device, needs_mpi=True)
-    session = session_for(cfg, run, env, world, device, lines)
+    plan = plan or build_plan(cfg, device == "cuda")
+    run.save_plan(plan.to_dict())
+    session = session_for(cfg, run, env, world, device, lines, plan)
     ranks_env = rank_env(run.path, env, uses_nccl(cfg, device))
     spec = LaunchSpec(run.path, world, ranks_env, float(cfg.timeout_s), job=job, run_id=run.run_id)
     return session.run_launch(launcher, spec)
-
-
-def uses_nccl(cfg: SweepConfig, device: str) -> bool:
-    """Whether the ranks run NCCL: then they are asked for its init lines (the transport)."""
-    return device != "cpu" and str(cfg.backend.name) in ("torch", "nccl", "nccl_tests")
-
-
-def run_slurm(cfg: SweepConfig, run: RunDir, env: dict[str, str], job: str) -> int:
-    """One Slurm job of nodes x tasks_per_node ranks of ``job`` into ``run``."""
-    from gpulane.launch.slurm.settings import settings
-
-    s = settings(cfg)
-    device = slurm_device(cfg, s.gpus_per_node)
-    cfg, line = choose_backend(cfg, device)
-    plan = build_plan(cfg, on_device=True)  # bad input stops here, before anything is queued
-    check_placements(cfg, plan, device)
-    check_inputs(cfg, plan, device)
-    saved = save_config(cfg, run, world_size=s.world_size, nodes=s.nodes, device=device)
-    return launch_job(saved, run, env, job, s.world_size, device, lines=[line] if line else None)
-
-
-def slurm_device(cfg: SweepConfig, gpus_per_node: int | None) -> str:
-    """Where Slurm's ranks run: as asked, else on GPUs when the job asks for some."""
-    device = str(cfg.device or "auto")
-    if device == "auto":
-        device = "cuda" if gpus_per_node else "cpu"
-    return device
 
 
 def resume(cfg: SweepConfig) -> int:
@@ -184,7 +162,9 @@ def resume(cfg: SweepConfig) -> int:
     # The ranks read resume=true from the saved configuration.
     saved = save_config(dataclasses.replace(saved, resume=True), run)
     ranks, device = int(saved.world_size or 2), str(saved.device)
-    session = session_for(saved, run, run_env(saved), ranks, device)
+    plan = build_plan(saved, device == "cuda")
+    run.save_plan(plan.to_dict())
+    session = session_for(saved, run, run_env(saved), ranks, device, plan=plan)
     session.spec.header.insert(0, f"# resuming {run.run_id}: {len(run.rows())} rows on disk")
     env = rank_env(run.path, run_env(saved), uses_nccl(saved, device))
     spec = LaunchSpec(run.path, ranks, env, float(saved.timeout_s), job=JOB, run_id=run.run_id)
@@ -209,9 +189,9 @@ def in_process(cfg: SweepConfig, info: RankInfo) -> int:
     if uses_nccl(cfg, device):  # before the backend starts NCCL in this process
         os.environ.update(nccl_capture_env(run.path, env))
     if not ctx.is_leader:
-        run_rank(saved, ctx)
+        run_rank(saved, ctx, plan=plan)
         return 0
-    session = session_for(saved, run, env, info.world_size, device)
+    session = session_for(saved, run, env, info.world_size, device, plan=plan)
     session.display.print(
         f"# gpulane sweep: rank 0 of {info.world_size} ({info.launcher}), run {run.run_id}"
     )
@@ -226,7 +206,7 @@ def in_process(cfg: SweepConfig, info: RankInfo) -> int:
         for text in session.view.add(row.to_dict()):
             session.display.print(text)
 
-    run_rank(saved, ctx, on_row=show)
+    run_rank(saved, ctx, on_row=show, plan=plan)
     for text in session.view.flush():
         session.display.print(text)
     return session.conclude(None)

@@ -25,8 +25,9 @@ def run_tokens(cfg: TokensConfig) -> int:
     engine = str(cfg.engine or "gpulane")
     if engine == "vllm":
         from gpulane.inference.vllm_bench import run_vllm
+        from gpulane.session.output import stdout
 
-        return run_vllm(cfg)
+        return run_vllm(cfg, stdout)
     if engine != "gpulane":
         raise InputError(f"engine: expected gpulane or vllm, got {engine!r}")
     shape, full_layers, tp, pp, device = resolve(cfg, local_gpus())

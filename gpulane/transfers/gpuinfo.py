@@ -45,12 +45,21 @@ class GpuInfo:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+# What torch's CUDA queries raise: RuntimeError from CUDA, AssertionError for a device
+# index it does not have (or a torch built without CUDA).
+TORCH_CUDA_ERRORS = (RuntimeError, AssertionError)
+
+
 def _nvml() -> Any | None:
+    """nvidia-ml-py, initialised; None without it or without a driver (NVML's own error:
+    library not found, driver not loaded, ...)."""
     try:
         import pynvml
-
+    except ImportError:
+        return None
+    try:
         pynvml.nvmlInit()
-    except Exception:
+    except pynvml.NVMLError:
         return None
     return pynvml
 
@@ -58,6 +67,15 @@ def _nvml() -> Any | None:
 # Set by `gpulane accept` for its copy step: the topology.json its topo step probed on
 # this machine moments before (the same probe; about 3 s of nvidia-smi and lspci saved).
 TOPOLOGY_ENV = "GPULANE_TOPOLOGY_FILE"
+
+
+def nvml_errors() -> tuple[type[Exception], ...]:
+    """What NVML's calls raise (nothing to catch where nvidia-ml-py is not installed)."""
+    try:
+        import pynvml
+    except ImportError:
+        return ()
+    return (pynvml.NVMLError,)
 
 
 def probe_topology() -> tuple[Topology | None, dict[str, Any] | None]:
@@ -72,12 +90,15 @@ def probe_topology() -> tuple[Topology | None, dict[str, Any] | None]:
             pass  # probed below instead
     try:
         from gpulane.topology.live import probe_topology as probe
-    except Exception:
+    except ImportError:
         return None, None
+    # It says what it could not read rather than raising; what is left: a capture it
+    # could not parse, a file it could not read, an NVML call that failed mid-probe.
+    failures: tuple[type[Exception], ...] = (GpulaneError, OSError, ValueError, *nvml_errors())
     try:
         topo = probe()
         return topo, topo.to_json()
-    except Exception:
+    except failures:
         return None, None
 
 
@@ -85,12 +106,12 @@ def bus_id_of(index: int, torch: Any, rt: Any | None) -> str | None:
     if rt is not None:
         try:
             return sysfs_bus_id(str(rt.deviceGetPCIBusId(index)))
-        except Exception:
+        except rt.CUDARuntimeError:
             pass
     try:
         p = torch.cuda.get_device_properties(index)
         return f"{p.pci_domain_id:04x}:{p.pci_bus_id:02x}:{p.pci_device_id:02x}.0"
-    except Exception:
+    except (*TORCH_CUDA_ERRORS, AttributeError):  # AttributeError: a torch without pci_*
         return None
 
 
@@ -112,13 +133,13 @@ def describe_gpus(
             try:
                 handle = nvml.nvmlDeviceGetHandleByPciBusId_v2(bus)
                 name = f"GPU{nvml.nvmlDeviceGetIndex(handle)}"
-            except Exception:
+            except nvml.NVMLError:
                 pass
         if numa is None:
             numa = gpu_numa_node(bus)
         try:
             model = str(torch.cuda.get_device_name(i))
-        except Exception:
+        except TORCH_CUDA_ERRORS:
             model = None
         out.append(GpuInfo(i, name, bus, model, numa, {"cuda_device": i}))
     return out
@@ -133,7 +154,7 @@ def busy_pcie_link(bus_id: str | None) -> LineRate | None:
         h = nvml.nvmlDeviceGetHandleByPciBusId_v2(bus_id)
         gen = nvml.nvmlDeviceGetCurrPcieLinkGeneration(h)
         width = nvml.nvmlDeviceGetCurrPcieLinkWidth(h)
-    except Exception:
+    except nvml.NVMLError:
         return None
     return pcie_rate(gen, width, "nvml")
 
@@ -145,7 +166,7 @@ def nvml_nvlinks(a: str | None, b: str | None) -> LineRate | None:
         return None
     try:
         h = nvml.nvmlDeviceGetHandleByPciBusId_v2(a)
-    except Exception:
+    except nvml.NVMLError:
         return None
     links, version = 0, None
     for link in range(NVLINK_MAX_LINKS):
@@ -160,7 +181,7 @@ def nvml_nvlinks(a: str | None, b: str | None) -> LineRate | None:
             links += 1
             if version is None:
                 version = int(nvml.nvmlDeviceGetNvLinkVersion(h, link))
-        except Exception:
+        except nvml.NVMLError:  # a link NVML cannot query (not supported, not there)
             continue
     per_link = NVLINK_BY_VERSION.get(version or 4, NVLINK4_LINK_GBPS)
     return nvlink_rate(links, per_link, "nvml") if links else None
@@ -198,13 +219,13 @@ def versions(torch: Any, rt: Any | None) -> dict[str, str]:
 
             out["cupy"] = str(cupy.__version__)
             out["cuda_driver"] = str(rt.driverGetVersion())
-        except Exception:
+        except (ImportError, rt.CUDARuntimeError):
             pass
     nvml = _nvml()
     if nvml is not None:
         try:
             v = nvml.nvmlSystemGetDriverVersion()
             out["driver"] = v.decode() if isinstance(v, bytes) else str(v)
-        except Exception:
+        except nvml.NVMLError:
             pass
     return out

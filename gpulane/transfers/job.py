@@ -60,8 +60,8 @@ class Recorder:
         message = f"{where}: {err}" if str(err) else f"{where}: {type(err).__name__}"
         self.failures.append(message)
         self.add(
-            Row(
-                run_id=self.run.run_id, kind="copy", backend=BACKEND, op=op,
+            Row.copy(
+                run_id=self.run.run_id, backend=BACKEND, op=op,
                 build=self.run.build, host=hostname(), world_size=self.world,
                 env=self.env, versions=self.versions, status="error", error=message,
                 extra={"at": where},

@@ -106,9 +106,8 @@ def to_row(
     status, error = "ok", None
     if point.wrong:
         status, error = "wrong", f"{point.wrong} of {point.size // 4} words differ after the copy"
-    return Row(
+    return Row.copy(
         run_id=run_id,
-        kind="copy",
         backend=BACKEND,
         op=point.op,
         build=build,
@@ -152,9 +151,8 @@ def aggregate_row(rows: Sequence[Row], link: LineRate | None, test: str) -> Row:
     extra: dict[str, Any] = {"test": test, "gpus": gpus, "aggregate": True}
     if link is not None:
         extra.update(link=link.label, expected_from=link.source)
-    return Row(
+    return Row.copy(
         run_id=first.run_id,
-        kind="copy",
         backend=first.backend,
         op=first.op,
         build=first.build,

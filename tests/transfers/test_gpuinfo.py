@@ -1,43 +1,64 @@
-"""The copy step reads the topology accept's topo step probed ($GPULANE_TOPOLOGY_FILE)."""
+"""The GPU facts of a copy run: a probe that cannot read something gives None, and only
+for what the probe can raise (NVML's errors, torch's CUDA errors); a bug still raises."""
 
 from __future__ import annotations
 
-import json
-import shutil
-from pathlib import Path
+from typing import Any
 
+import pynvml
 import pytest
+import torch
 
 from gpulane.transfers import gpuinfo
 
-RECORDED = Path(__file__).parents[2] / "benchmarks/accept/h200x4/healthy/topology.json"
+
+def test_no_driver_no_nvml() -> None:
+    """This machine has nvidia-ml-py but no driver: NVML's own error, read as none."""
+    with pytest.raises(pynvml.NVMLError):
+        pynvml.nvmlInit()
+    assert gpuinfo._nvml() is None
+    assert gpuinfo.nvml_errors() == (pynvml.NVMLError,)
 
 
-def test_the_probed_topology_is_read_not_probed_again(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    path = tmp_path / "topology.json"
-    shutil.copy(RECORDED, path)
-    monkeypatch.setenv(gpuinfo.TOPOLOGY_ENV, str(path))
-    topo, data = gpuinfo.probe_topology()
-    assert topo is not None and data == json.loads(RECORDED.read_text())
-    # the 4x H200 of the record, not this (GPU-less) machine
-    assert [g.name for g in topo.gpus] == ["GPU0", "GPU1", "GPU2", "GPU3"]
+def test_torch_without_the_gpu() -> None:
+    """torch here has no CUDA: no bus id, no model, the GPU named by its index."""
+    assert gpuinfo.bus_id_of(0, torch, None) is None
+    (info,) = gpuinfo.describe_gpus([0], torch, None, None)
+    assert (info.name, info.bus_id, info.model, info.extra) == (
+        "GPU0",
+        None,
+        None,
+        {"cuda_device": 0},
+    )
+    assert "torch" in gpuinfo.versions(torch, None)
 
 
-def test_an_unreadable_file_falls_back_to_the_probe(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.delenv(gpuinfo.TOPOLOGY_ENV, raising=False)
-    live, _ = gpuinfo.probe_topology()
-    for given in ("{not json", '{"gpus": 3}', None):
-        path = tmp_path / "topology.json"
-        path.unlink(missing_ok=True)
-        if given is not None:
-            path.write_text(given)
-        monkeypatch.setenv(gpuinfo.TOPOLOGY_ENV, str(path))
-        topo, _ = gpuinfo.probe_topology()
-        # this machine, probed as without the file
-        assert (topo is None) == (live is None)
-        if topo is not None and live is not None:
-            assert [g.bus_id for g in topo.gpus] == [g.bus_id for g in live.gpus]
+class StandInNvml:
+    """NVML's interface whose every call raises ``error``."""
+
+    NVMLError = pynvml.NVMLError
+    NVML_FEATURE_ENABLED = 1
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+    def __getattr__(self, name: str) -> Any:
+        def call(*_: Any) -> Any:
+            raise self.error
+
+        return call
+
+
+def test_nvml_errors_are_none_and_bugs_raise(monkeypatch: pytest.MonkeyPatch) -> None:
+    bus = "0000:19:00.0"
+    unsupported = StandInNvml(pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED))
+    monkeypatch.setattr(gpuinfo, "_nvml", lambda: unsupported)
+    assert gpuinfo.busy_pcie_link(bus) is None
+    assert gpuinfo.nvml_nvlinks(bus, "0000:1a:00.0") is None
+    assert "driver" not in gpuinfo.versions(torch, None)
+    broken = StandInNvml(TypeError("a bug, not a missing GPU"))
+    monkeypatch.setattr(gpuinfo, "_nvml", lambda: broken)
+    with pytest.raises(TypeError, match="a bug"):
+        gpuinfo.busy_pcie_link(bus)
+    with pytest.raises(TypeError, match="a bug"):
+        gpuinfo.nvml_nvlinks(bus, "0000:1a:00.0")

@@ -93,9 +93,8 @@ def trace_rows(
         }
         if trace.info.truncated:
             extra["trace_truncated"] = True
-        row = Row(
+        row = Row.copy(
             run_id=run_id,
-            kind="copy",
             backend=backend,
             op=_OP_OF.get(direction, direction.lower()),
             source="trace",

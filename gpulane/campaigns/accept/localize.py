@@ -21,6 +21,7 @@ from gpulane.campaigns.localize.plan import check_pattern
 from gpulane.campaigns.localize.rank import LOCALIZE_FILE, OPS
 from gpulane.errors import InputError
 from gpulane.rundir import run_env
+from gpulane.session.output import Say, stdout
 from gpulane.topology.model import Topology
 
 RULE = "localize"
@@ -100,6 +101,7 @@ def localize_checks(
     topology: Topology | None,
     findings: list[dict[str, Any]],
     gpus: int,
+    say: Say = stdout,
 ) -> tuple[list[Check], Step | None]:
     """Run the localization when it is due; its checks and the step it ran (or none)."""
     mode, _ = mode_of(cfg)
@@ -131,7 +133,7 @@ def localize_checks(
         cmd.append("localize_node_failed=true")
     step = Step("localize", cmd)
     why = f"{failed.rule} failed on {failed.subject}" if failed else "suite.localize=always"
-    print(f"# accept: localize ({why}): {' '.join(cmd[3:])}", flush=True)
+    say(f"# accept: localize ({why}): {' '.join(cmd[3:])}")
     child_env = {**os.environ, **run_env(cfg)}
     if gpus:
         child_env.setdefault("NCCL_NVLS_ENABLE", "0")
@@ -140,7 +142,7 @@ def localize_checks(
     if proc.stderr:
         sys.stderr.write(proc.stderr)
         step.note = (proc.stderr.strip().splitlines() or [""])[-1]
-    print(f"# accept: localize exited {step.rc}", flush=True)
+    say(f"# accept: localize exited {step.rc}")
     found = _read(group / "localize")
     if found is None:
         return [

@@ -8,6 +8,7 @@ import xml.etree.ElementTree as ET
 import pandas as pd
 
 from gpulane.analysis.rules import FAIL, PASS, SKIP, Verdict
+from gpulane.session.output import Say, stdout
 
 
 def junit_xml(verdict: Verdict, name: str = "gpulane accept") -> str:
@@ -87,7 +88,7 @@ def verdict_table(verdict: Verdict, all_lines: bool = True) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["status", "rule", "on", "basis", "by", "detail"])
 
 
-def print_verdict(verdict: Verdict, fmt: str) -> None:
+def print_verdict(verdict: Verdict, fmt: str, say: Say = stdout) -> None:
     table = verdict_table(verdict)
     counts = verdict.counts()
     summary = (
@@ -106,15 +107,15 @@ def print_verdict(verdict: Verdict, fmt: str) -> None:
         )
     )
     if fmt == "json":
-        print(json.dumps(verdict.to_dict(), indent=1, default=str))
+        say(json.dumps(verdict.to_dict(), indent=1, default=str))
         return
     if fmt == "markdown":
         from gpulane.analysis.compare import markdown_table
 
-        print(markdown_table(table))
-        print(f"**{summary}**")
+        say(markdown_table(table))
+        say(f"**{summary}**")
         for line in missing_lines(verdict):
-            print(line)
+            say(line)
         return
     if fmt == "table":
         from rich.console import Console
@@ -130,11 +131,11 @@ def print_verdict(verdict: Verdict, fmt: str) -> None:
         for row in table.itertuples(index=False):
             t.add_row(*[str(v) for v in row], style=styles.get(row[0], ""))
         console.print(t)
-    print(summary)
+    say(summary)
     for line in missing_lines(verdict):
-        print(line)
+        say(line)
     if verdict.status == "INCOMPLETE" and not verdict.unmet:
-        print("# no check passed: nothing was checked (a run must show something to PASS)")
+        say("# no check passed: nothing was checked (a run must show something to PASS)")
 
 
 def missing_lines(verdict: Verdict) -> list[str]:

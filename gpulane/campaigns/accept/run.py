@@ -42,6 +42,7 @@ from gpulane.campaigns.accept.suite import Step, gpu_count, run_suite, step_chec
 from gpulane.config.commands import AcceptConfig
 from gpulane.errors import InputError, RunFailed
 from gpulane.rundir import make_run_dir, save_config
+from gpulane.session.output import Say, stdout
 
 ACCEPT_JSON = "accept.json"
 JUNIT_XML = "junit.xml"
@@ -67,29 +68,29 @@ class Outcome:
     seconds: dict[str, float] = field(default_factory=dict)
 
 
-def accept(cfg: AcceptConfig) -> int:
-    outcome = run_accept(cfg)
-    print_verdict(outcome.verdict, str(cfg.format))
+def accept(cfg: AcceptConfig, say: Say = stdout) -> int:
+    outcome = run_accept(cfg, say)
+    print_verdict(outcome.verdict, str(cfg.format), say)
     if str(cfg.format) != "json":
         from gpulane.analysis.reference import reference_lines
 
         for line in reference_lines(outcome.frame, str(cfg.results_dir or "runs")):
-            print(line)
+            say(line)
     if outcome.findings and str(cfg.format) != "json":
         worst = outcome.findings[0]
-        print(
+        say(
             f"# doctor: {len(outcome.findings)} finding(s), first: [{worst['severity']}] "
             f'{worst["title"]} (accept.json "findings")'
         )
     if outcome.seconds and str(cfg.format) != "json":
         parts = ", ".join(f"{k} {v:g}" for k, v in outcome.seconds.items())
-        print(f"# accept: seconds: {parts}")
+        say(f"# accept: seconds: {parts}")
     for name, path in outcome.files.items():
-        print(f"# {name}: {path}")
+        say(f"# {name}: {path}")
     if outcome.stored_baseline is not None:
-        print(f"# baseline stored: {outcome.stored_baseline}")
+        say(f"# baseline stored: {outcome.stored_baseline}")
     elif cfg.save_baseline:
-        print(
+        say(
             f"# baseline {cfg.save_baseline!r} not stored: the verdict is "
             f"{outcome.verdict.status}, and a baseline is a run that passed"
         )
@@ -121,7 +122,7 @@ def _rules_spec(cfg: AcceptConfig) -> dict[str, Any]:
     return {str(k): v for k, v in raw_rules.items()}
 
 
-def run_accept(cfg: AcceptConfig) -> Outcome:
+def run_accept(cfg: AcceptConfig, say: Say = stdout) -> Outcome:
     clock = _Clock()
     rules_spec = _rules_spec(cfg)
     load_rules(rules_spec)  # a bad rule is an input error before anything is measured
@@ -157,9 +158,9 @@ def run_accept(cfg: AcceptConfig) -> Outcome:
         run = make_run_dir(cfg)
         save_config(cfg, run, gpus=gpus, kind="accept")
         build = run.build
-        print(f"# gpulane accept: build {build}, {gpus} GPU(s), group {run.path}", flush=True)
+        say(f"# gpulane accept: build {build}, {gpus} GPU(s), group {run.path}")
         clock.lap("setup")  # the rules read, the GPUs counted (NVML, else torch), the group
-        steps = run_suite(cfg, run.path, build, gpus)
+        steps = run_suite(cfg, run.path, build, gpus, say)
         clock.lap("suite")
         paths = [run.path]
         default_out = run.path
@@ -193,7 +194,7 @@ def run_accept(cfg: AcceptConfig) -> Outcome:
     clock.lap("rules")
     if steps and not cfg.run:  # measured here: a failed node-level collective is localized
         named, step = localize_checks(
-            cfg, paths[0], str(build), verdict.checks, topology, found["findings"], gpus
+            cfg, paths[0], str(build), verdict.checks, topology, found["findings"], gpus, say
         )
         verdict.checks += named
         steps += [step] if step is not None else []

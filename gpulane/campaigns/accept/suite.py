@@ -30,6 +30,7 @@ from gpulane.analysis.rules import FAIL, PASS, Check
 from gpulane.analysis.store import TOPOLOGY_FILE
 from gpulane.config.commands import AcceptConfig
 from gpulane.rundir import run_env
+from gpulane.session.output import Say, stdout
 from gpulane.topology.model import Topology
 
 
@@ -198,7 +199,9 @@ def _import_ahead() -> None:
             importlib.import_module(name)
 
 
-def run_suite(cfg: AcceptConfig, group: Path, build: str, gpus: int) -> list[Step]:
+def run_suite(
+    cfg: AcceptConfig, group: Path, build: str, gpus: int, say: Say = stdout
+) -> list[Step]:
     steps = suite_steps(cfg, group, build, gpus)
     if gpus:
         threading.Thread(target=_import_ahead, daemon=True).start()
@@ -212,13 +215,13 @@ def run_suite(cfg: AcceptConfig, group: Path, build: str, gpus: int) -> list[Ste
             continue
         if step.name == "sweep":
             for other in beside:  # the probe starts first and runs beside the sweep
-                started[other.name] = _Running(other, child_env, group)
+                started[other.name] = _Running(other, child_env, group, say)
         if step.name not in started:
-            started[step.name] = _Running(step, child_env, group)
-        _finish(step, started[step.name], group)
+            started[step.name] = _Running(step, child_env, group, say)
+        _finish(step, started[step.name], group, say)
         if step.name == "sweep":
             for other in beside:
-                _finish(other, started[other.name], group)
+                _finish(other, started[other.name], group, say)
         if step.name in ("sweep", "topo") and (group / TOPOLOGY_FILE).exists():
             child_env[TOPOLOGY_ENV] = str(group / TOPOLOGY_FILE)
     if gpus and not (group / TOPOLOGY_FILE).exists():
@@ -234,8 +237,8 @@ class _Running:
     """A started step: its process read to the end by a thread of its own, so that a step
     run beside another gets its own seconds (from its start to its exit)."""
 
-    def __init__(self, step: Step, env: dict[str, str], group: Path) -> None:
-        print(f"# accept: {step.name}: {' '.join(step.command[2:])}", flush=True)
+    def __init__(self, step: Step, env: dict[str, str], group: Path, say: Say = stdout) -> None:
+        say(f"# accept: {step.name}: {' '.join(step.command[2:])}")
         self.t0 = time.monotonic()
         self.ended = self.t0
         self.stderr = ""
@@ -270,7 +273,7 @@ def _stdout_of(step: Step, group: Path) -> Any:
     return contextlib.nullcontext(None)
 
 
-def _finish(step: Step, running: _Running, group: Path) -> None:
+def _finish(step: Step, running: _Running, group: Path, say: Say = stdout) -> None:
     rc, stderr, seconds = running.wait()
     if step.rc is None:  # it ran (127: it could not start)
         step.rc, step.seconds = rc, seconds
@@ -285,10 +288,7 @@ def _finish(step: Step, running: _Running, group: Path) -> None:
             sys.stderr.write(stderr)
             step.note = _last_line(stderr)
     took = f" in {step.seconds} s" if step.seconds is not None else ""
-    print(
-        f"# accept: {step.name} exited {step.rc}{took}" + (f": {step.note}" if step.rc else ""),
-        flush=True,
-    )
+    say(f"# accept: {step.name} exited {step.rc}{took}" + (f": {step.note}" if step.rc else ""))
 
 
 def _last_line(text: str | None) -> str:

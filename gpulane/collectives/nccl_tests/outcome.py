@@ -165,9 +165,8 @@ def rows_of_outcome(
         if tail:
             msg += f": {tail}"
         return [
-            Row(
+            Row.collective(
                 **common,
-                kind="collective",
                 backend="nccl-tests",
                 op=op,
                 status="error",

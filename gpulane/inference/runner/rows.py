@@ -44,7 +44,6 @@ class RowBuilder(RunnerState):
         scale = full_params / run_params if self.full_layers != shape.num_layers else None
         common: dict[str, Any] = {
             "run_id": str(cfg.run_id),
-            "kind": "tokens",
             "backend": self.backend,
             "build": str(cfg.build),
             "host": self.ctx.host,
@@ -100,7 +99,7 @@ class RowBuilder(RunnerState):
         if scale is not None:
             pre_extra["ttft_ms_scaled"] = ttft * 1e3 * scale
             pre_extra["tokens_per_s_scaled"] = batch * input_len / (ttft * scale)
-        prefill = Row(
+        prefill = Row.tokens(
             **common,
             op="prefill",
             graph=self.prefill_graph,
@@ -130,7 +129,7 @@ class RowBuilder(RunnerState):
         if scale is not None:
             dec_extra["itl_ms_scaled"] = mean * 1e3 * scale
             dec_extra["tokens_per_s_scaled"] = batch / (mean * scale)
-        decode = Row(
+        decode = Row.tokens(
             **common,
             op="decode",
             graph=self.graph,

@@ -3,6 +3,7 @@ hydra-submitit-launcher are given for them."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -119,9 +120,8 @@ def settings(cfg: CommonConfig, needs_mpi: bool | None = None) -> SlurmSettings:
     if needs_mpi is None:
         backend = getattr(cfg, "backend", None)
         needs_mpi = backend is not None and str(backend.name) == "mpi"
-    if needs_mpi and not any(a.startswith("--mpi") for a in srun):
-        # Debian's (and most) Open MPI builds start under srun only through PMIx.
-        srun.append("--mpi=pmix")
+    if needs_mpi:
+        srun = _mpi_srun_args(srun)
     pattern = campaign_pattern(sec.get("pattern"))
     poll = sec.get("poll_s", 2.0)
     if not isinstance(poll, (int, float)) or isinstance(poll, bool) or poll <= 0:
@@ -148,6 +148,19 @@ def settings(cfg: CommonConfig, needs_mpi: bool | None = None) -> SlurmSettings:
         pattern=pattern,
         pack=bool(sec.get("pack") or False),
     )
+
+
+def _mpi_srun_args(srun: list[str]) -> list[str]:
+    if any(a.startswith("--mpi") for a in srun):
+        return srun
+    # Debian's (and most) Open MPI builds start under srun only through PMIx.
+    return [*srun, "--mpi=pmix"]
+
+
+def for_mpi(s: SlurmSettings) -> SlurmSettings:
+    """``s`` for ranks that start MPI themselves (``settings(cfg, needs_mpi=True)``),
+    without reading the configuration again."""
+    return dataclasses.replace(s, srun_args=_mpi_srun_args(list(s.srun_args)))
 
 
 def executor_parameters(s: SlurmSettings, name: str) -> dict[str, Any]:

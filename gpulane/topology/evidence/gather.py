@@ -421,7 +421,7 @@ def add_run(ev: Evidence, run_dir: str) -> None:
 
 
 def _run_dirs(path: Path) -> list[Path]:
-    return sorted({p.parent for p in path.rglob("rows.jsonl")}) or [path]
+    return sorted({p.parent for p in rows_files_under(path)}) or [path]
 
 
 def asked_env(configs: list[Path]) -> dict[str, dict[str, tuple[str, str]]]:

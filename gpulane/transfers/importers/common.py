@@ -62,7 +62,7 @@ def default_build(source: str) -> str:
 
 
 def copy_row(run_id: str, backend: str, source: str, build: str, **fields: Any) -> Row:
-    return Row(run_id=run_id, kind="copy", backend=backend, source=source, build=build, **fields)
+    return Row.copy(run_id=run_id, backend=backend, source=source, build=build, **fields)
 
 
 def error_row(

@@ -31,6 +31,7 @@ from gpulane.errors import InputError, MissingComponent
 from gpulane.record import read_parquet
 from gpulane.rundir import RunDir
 from gpulane.session.nccl_tests import run_nccl_tests
+from gpulane.session.prepare import prepare
 from tests.conftest import fixture_path
 from tests.helpers import gpulane, rows_of, run_dirs
 
@@ -253,7 +254,7 @@ def test_launchers_lay_out_the_program(tmp_path: Path) -> None:
     stand_in(tmp_path / "bin", "all_reduce_perf", fixture="h200x2/nccl-tests-mpi-all_reduce.txt")
     missing = make_cfg(home=tmp_path / "bin", launcher={"name": "mpirun", "command": "no-mpirun-x"})
     with pytest.raises(MissingComponent, match="'no-mpirun-x' not found"):
-        run_nccl_tests(missing, run_dir(tmp_path), {})
+        run_nccl_tests(prepare(missing), run_dir(tmp_path), {})
 
 
 def test_finding_binaries(tmp_path: Path) -> None:
@@ -293,7 +294,7 @@ def test_run_reads_the_json_and_keeps_the_log(tmp_path: Path) -> None:
     )
     run = run_dir(tmp_path)
     env = {"NCCL_P2P_DISABLE": "1"}
-    assert run_nccl_tests(make_cfg(home), run, env) == 0
+    assert run_nccl_tests(prepare(make_cfg(home)), run, env) == 0
     argv = calls(home)[-1]
     assert argv[0] == str(home / "all_reduce_perf")
     assert argv[1:] == [
@@ -323,7 +324,7 @@ def test_text_only_binary_and_placement_filter(tmp_path: Path) -> None:
     stand_in(home, "all_reduce_perf", fixture="h200x2/nccl-tests-all_reduce.txt",
              help=HELP_TEXT_ONLY)  # fmt: skip
     run = run_dir(tmp_path)
-    assert run_nccl_tests(make_cfg(home, in_place="false"), run, {}) == 0
+    assert run_nccl_tests(prepare(make_cfg(home, in_place="false")), run, {}) == 0
     assert "-J" not in calls(home)[-1]
     rows = run.rows()
     assert len(rows) == 31 and {r["in_place"] for r in rows} == {False}
@@ -335,7 +336,9 @@ def test_use_json_true_needs_support(tmp_path: Path) -> None:
     stand_in(home, "all_reduce_perf", fixture="h200x2/nccl-tests-all_reduce.txt",
              help=HELP_TEXT_ONLY)  # fmt: skip
     with pytest.raises(InputError, match="does not list -J"):
-        run_nccl_tests(make_cfg(home, **{"backend.use_json": "true"}), run_dir(tmp_path), {})
+        run_nccl_tests(
+            prepare(make_cfg(home, **{"backend.use_json": "true"})), run_dir(tmp_path), {}
+        )
 
 
 def test_nccl_failure_exit_status_keeps_earlier_rows(tmp_path: Path) -> None:
@@ -352,7 +355,7 @@ def test_nccl_failure_exit_status_keeps_earlier_rows(tmp_path: Path) -> None:
         status=3,
     )
     run = run_dir(tmp_path)
-    assert run_nccl_tests(make_cfg(home), run, {}) == 1
+    assert run_nccl_tests(prepare(make_cfg(home)), run, {}) == 1
     rows = run.rows()
     ok = [r for r in rows if r["status"] == "ok"]
     bad = [r for r in rows if r["status"] != "ok"]
@@ -373,7 +376,7 @@ def test_wrong_results_are_error_rows(tmp_path: Path) -> None:
     )
     run = run_dir(tmp_path)
     cfg = make_cfg(home, collectives=["all_gather"], world_size=12)
-    assert run_nccl_tests(cfg, run, {}) == 1
+    assert run_nccl_tests(prepare(cfg), run, {}) == 1
     bad = [r for r in run.rows() if r["status"] != "ok"]
     assert [(r["size_bytes"], r["wrong"]) for r in bad] == [
         (4294967280, 1), (4294967280, 1), (8589934560, 1), (8589934560, 1)]  # fmt: skip
@@ -391,7 +394,7 @@ def test_binary_that_cannot_start(tmp_path: Path) -> None:
         status=127,
     )
     run = run_dir(tmp_path)
-    assert run_nccl_tests(make_cfg(home), run, {}) == 1
+    assert run_nccl_tests(prepare(make_cfg(home)), run, {}) == 1
     (row,) = run.rows()
     assert row["status"] == "error" and row["op"] == "all_reduce"
     assert "exited with status 127 before printing an nccl-tests table" in row["error"]
@@ -403,7 +406,7 @@ def test_hang_is_ended_after_timeout(tmp_path: Path) -> None:
     stand_in(home, "all_reduce_perf", fixture="h200x2/nccl-tests-all_reduce.txt",
              help=HELP_TEXT_ONLY, cut_before="4096", sleep=60)  # fmt: skip
     run = run_dir(tmp_path)
-    assert run_nccl_tests(make_cfg(home, timeout_s=1), run, {}) == 1
+    assert run_nccl_tests(prepare(make_cfg(home, timeout_s=1)), run, {}) == 1
     rows = run.rows()
     assert len([r for r in rows if r["status"] == "ok"]) == 2 * 9
     (bad,) = [r for r in rows if r["status"] != "ok"]
@@ -416,7 +419,7 @@ def test_killed_by_a_signal(tmp_path: Path) -> None:
     stand_in(home, "all_reduce_perf", fixture="h200x2/nccl-tests-all_reduce.txt",
              help=HELP_TEXT_ONLY, cut_before="4096", signal="SIGSEGV")  # fmt: skip
     run = run_dir(tmp_path)
-    assert run_nccl_tests(make_cfg(home), run, {}) == 1
+    assert run_nccl_tests(prepare(make_cfg(home)), run, {}) == 1
     (bad,) = [r for r in run.rows() if r["status"] != "ok"]
     assert "was killed by SIGSEGV" in bad["error"]
     assert bad["size_bytes"] is None or bad["size_bytes"] == 4096
@@ -431,7 +434,7 @@ def test_under_mpirun_one_rank_per_gpu(tmp_path: Path) -> None:
                    sizes={"min": 8, "max": "64M", "factor": 2, "step": None},
                    warmup=10, iters=50)  # fmt: skip
     run = run_dir(tmp_path)
-    assert run_nccl_tests(cfg, run, {"NCCL_NVLS_ENABLE": "0"}) == 0
+    assert run_nccl_tests(prepare(cfg), run, {"NCCL_NVLS_ENABLE": "0"}) == 0
     mpirun_argv = json.loads((tmp_path / "mpirun.log").read_text().splitlines()[-1])
     root = ["--allow-run-as-root"] if os.geteuid() == 0 else []
     assert mpirun_argv[1 : 3 + len(root)] == ["-np", "2", *root]
@@ -453,7 +456,7 @@ def test_mpirun_without_mpi_build_is_an_error(tmp_path: Path) -> None:
     cfg = make_cfg(home, launcher={"name": "mpirun", "command": str(fake)})
     os.environ["FAKE_MPIRUN_PROCS"] = "2"
     try:
-        assert run_nccl_tests(cfg, run_dir(tmp_path), {}) == 1
+        assert run_nccl_tests(prepare(cfg), run_dir(tmp_path), {}) == 1
     finally:
         del os.environ["FAKE_MPIRUN_PROCS"]
     rows = RunDir("r1", tmp_path / "runs" / "r1", "test").rows()
@@ -467,7 +470,7 @@ def test_missing_binaries_name_the_places(tmp_path: Path, monkeypatch: pytest.Mo
     monkeypatch.delenv("NCCL_TESTS_HOME", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(MissingComponent, match="all_reduce_perf not found"):
-        run_nccl_tests(make_cfg(None), run_dir(tmp_path), {})
+        run_nccl_tests(prepare(make_cfg(None)), run_dir(tmp_path), {})
 
 
 def test_gpulane_sweep_backend_nccl_tests(tmp_path: Path) -> None:

@@ -1,0 +1,204 @@
+"""A sweep prepared once, before anything starts: :func:`prepare` reads and checks the
+configuration, works out the world, the device, the backend (``backend=auto``), the plan
+and the launcher's own settings, and decides how the sweep runs (:data:`ROUTES`). The
+result, a :class:`SweepRun`, is passed down as it is: nothing below works any of it out
+again, and the ranks receive the plan (``RunDir.save_plan``) rather than rebuilding it."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from gpulane.collectives.plan import SweepPlan, build_plan
+from gpulane.config.commands import SweepConfig
+from gpulane.config.validate import check_preset
+from gpulane.errors import InputError, MissingComponent
+from gpulane.rundir import run_env
+from gpulane.session.backend_choice import choose_backend
+from gpulane.session.sweep_checks import check_front, check_inputs, check_placements
+from gpulane.session.world import local_gpus
+
+JOB = "gpulane.collectives.sweep:run_rank"
+# localize=pairs|halving|ring: subsets of the GPUs instead of a sweep (campaigns/localize)
+LOCALIZE_JOB = "gpulane.campaigns.localize.rank:run_rank"
+
+# How a prepared sweep runs: its ranks started once by the launcher (plain), the user's
+# nccl-tests binaries (nccl_tests), a cluster campaign of many jobs (launcher.pattern), or
+# one combination of a packed multirun, queued for one Slurm job (launcher.pack=true).
+Route = Literal["plain", "nccl_tests", "campaign", "packed"]
+ROUTES: tuple[Route, ...] = ("plain", "nccl_tests", "campaign", "packed")
+
+
+@dataclass(frozen=True)
+class SweepRun:
+    """Everything a sweep needs before it starts, worked out once by :func:`prepare`."""
+
+    cfg: SweepConfig  # backend=auto and torch_overhead=auto resolved
+    route: Route
+    plan: SweepPlan
+    device: str  # cuda or cpu: where the ranks' buffers go
+    world: int  # ranks
+    job: str  # what every rank runs (MODULE:FUNCTION)
+    launcher: Any = None  # the launcher's own settings, parsed once (SlurmSettings); None: none
+    notes: list[str] = field(default_factory=list)  # said before the run (the backend chosen)
+    env: dict[str, str] = field(default_factory=dict)  # for the ranks: preset, then env.*
+
+    @property
+    def nodes(self) -> int:
+        return int(getattr(self.launcher, "nodes", None) or 1)
+
+
+def job_of(cfg: SweepConfig) -> str:
+    return LOCALIZE_JOB if cfg.localize not in (None, "", "none", False) else JOB
+
+
+# -- what the launcher and the backend can do: each asked in one place ----------------
+# (to become the capability properties of the typed launcher and backend configurations)
+
+
+def _remote_world(cfg: SweepConfig) -> bool:
+    """The ranks run on other nodes (Slurm's): the GPUs are not counted here, and the
+    launcher's settings (nodes, tasks, pattern, packing) say the world."""
+    return str(cfg.launcher.name) == "slurm"
+
+
+def _runs_own_program(cfg: SweepConfig) -> bool:
+    """The backend is the user's own binaries (nccl-tests), not gpulane's ranks."""
+    return str(cfg.backend.name) == "nccl_tests"
+
+
+def uses_nccl(cfg: SweepConfig, device: str) -> bool:
+    """Whether the ranks run NCCL: then they are asked for its init lines (the transport)."""
+    return device != "cpu" and str(cfg.backend.name) in ("torch", "nccl", "nccl_tests")
+
+
+def _needs_mpi(cfg: SweepConfig) -> bool:
+    """The backend's ranks start MPI themselves (mpi4py): once per process."""
+    return str(cfg.backend.name) == "mpi"
+
+
+def _needs_gpus(backend: str) -> bool:
+    return backend in ("nccl", "nccl_tests")
+
+
+def _launcher_settings(cfg: SweepConfig, needs_mpi: bool | None = None) -> Any:
+    from gpulane.launch.slurm.settings import settings
+
+    return settings(cfg, needs_mpi=needs_mpi)
+
+
+# -- the world -------------------------------------------------------------------------
+
+
+def resolve_world(cfg: SweepConfig) -> tuple[int, str]:
+    """(ranks, device) from ranks=auto|N and device=auto|cuda|cpu and the GPUs present."""
+    device = str(cfg.device).lower()
+    backend = str(cfg.backend.name)
+    if _needs_gpus(backend) and device == "cpu":
+        raise InputError(f"backend={backend} needs GPUs; use backend=torch or backend=mpi on CPUs")
+    gpus = local_gpus() if device != "cpu" else 0
+    ranks = cfg.ranks
+    if device == "auto":
+        wanted = gpus if str(ranks) == "auto" else int(ranks)
+        device = "cuda" if gpus >= 1 and gpus >= wanted else "cpu"
+        if device == "cpu" and _needs_gpus(backend):
+            raise MissingComponent(f"backend={backend} needs GPUs and torch sees none")
+    n = (gpus if device == "cuda" else 2) if str(ranks) == "auto" else int(ranks)
+    if device == "cuda":
+        if gpus == 0:
+            raise MissingComponent("device=cuda but no GPU is visible; use device=cpu")
+        if n > gpus:
+            raise InputError(
+                f"ranks={n} but this host has {gpus} GPU(s); use ranks<={gpus} or device=cpu"
+            )
+    return n, device
+
+
+def slurm_device(cfg: SweepConfig, gpus_per_node: int | None) -> str:
+    """Where Slurm's ranks run: as asked, else on GPUs when the job asks for some."""
+    device = str(cfg.device or "auto")
+    if device == "auto":
+        device = "cuda" if gpus_per_node else "cpu"
+    return device
+
+
+# -- prepare -----------------------------------------------------------------------------
+
+
+def prepare(cfg: SweepConfig, job: str | None = None, packing: bool = False) -> SweepRun:
+    """The sweep ``cfg`` asks for, checked and worked out once; bad input stops here,
+    before any directory is made or anything is queued. ``job``: what the ranks run
+    (default: the sweep, or localize=); ``packing``: a packed multirun is being queued."""
+    job = job or job_of(cfg)
+    if _runs_own_program(cfg):
+        sweep = _nccl_tests(cfg, job)
+    elif _remote_world(cfg):
+        sweep = _on_slurm(cfg, job, packing)
+    else:
+        sweep = _here(cfg, job)
+    return dataclasses.replace(sweep, env=run_env(sweep.cfg))
+
+
+def _here(cfg: SweepConfig, job: str) -> SweepRun:
+    """Ranks on this host (launcher=local) or where mpirun puts them."""
+    check_preset(cfg, str(cfg.device).lower())  # backend=mpi: before the GPUs are known
+    ranks, device = resolve_world(cfg)
+    check_preset(cfg, device)
+    cfg, line = choose_backend(cfg, device)
+    plan = build_plan(cfg, device == "cuda")
+    if plan.timing.graph and device != "cuda":
+        raise InputError("graph: CUDA graphs need GPUs; set graph=false on CPUs")
+    check_front(cfg, plan, ranks, device)
+    return SweepRun(cfg, "plain", plan, device, ranks, job, None, [line] if line else [])
+
+
+def _on_slurm(cfg: SweepConfig, job: str, packing: bool) -> SweepRun:
+    """One Slurm job, a campaign of jobs (launcher.pattern) or a packed combination."""
+    s = _launcher_settings(cfg)
+    device = slurm_device(cfg, s.gpus_per_node)
+    cfg, line = choose_backend(cfg, device)
+    notes = [line] if line else []
+    route: Route = "plain"
+    if s.pattern != "allocation":
+        route = "campaign"
+    elif s.pack and packing:
+        route = "packed"
+        if _needs_mpi(cfg):
+            raise InputError(
+                "launcher.pack=true: backend=mpi cannot be packed (MPI starts once per process)"
+            )
+    else:
+        check_preset(cfg, str(cfg.device).lower())
+    plan = build_plan(cfg, device == "cuda")
+    if route == "plain":
+        check_placements(cfg, plan, device)
+        check_inputs(cfg, plan, device)
+    return SweepRun(cfg, route, plan, device, s.world_size, job, s, notes)
+
+
+def _nccl_tests(cfg: SweepConfig, job: str) -> SweepRun:
+    """The user's nccl-tests: one rank per GPU, the world from the launcher or the GPUs."""
+    plan = build_plan(cfg, True)
+    s = None
+    if _remote_world(cfg):
+        s = _launcher_settings(cfg, needs_mpi=True)  # nccl-tests built with MPI=1
+        world = int(s.world_size)
+    elif str(cfg.ranks) == "auto":
+        world = int(cfg.world_size or local_gpus() or 2)
+    else:
+        world = int(cfg.ranks)
+    return SweepRun(cfg, "nccl_tests", plan, "cuda", world, job, s)
+
+
+def launcher_for(run: SweepRun) -> Any:
+    """The launcher of a prepared sweep: Slurm's from the settings parsed once (for ranks
+    that may start MPI, as every sweep's ranks might), others from the configuration."""
+    if run.launcher is not None:
+        from gpulane.launch.slurm.launcher import SlurmLauncher
+        from gpulane.launch.slurm.settings import for_mpi
+
+        return SlurmLauncher(for_mpi(run.launcher), run.device)
+    from gpulane.launch.factory import make_launcher
+
+    return make_launcher(run.cfg, run.device, needs_mpi=True)
