@@ -7,7 +7,9 @@ import subprocess
 from dataclasses import dataclass
 from typing import Any
 
+from gpulane.config.capabilities import launcher_of
 from gpulane.config.commands import SweepConfig
+from gpulane.config.launcher import SlurmLauncherConfig
 from gpulane.errors import InputError
 from gpulane.rank import expand_hostlist
 
@@ -52,7 +54,8 @@ def partition_nodes(partition: str | None) -> list[str]:
 
 
 def pattern_settings(cfg: SweepConfig, pattern: str, partition: str | None) -> PatternSettings:
-    sec = cfg.launcher
+    sec = launcher_of(cfg)
+    assert isinstance(sec, SlurmLauncherConfig)  # campaigns are a Slurm launcher's patterns
     fraction = sec.outlier_fraction
     if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 < fraction < 1:
         raise InputError(

@@ -4,6 +4,7 @@ and launcher; with launcher.pattern=per-node|pairs|halving, a cluster campaign."
 from __future__ import annotations
 
 from gpulane.commands.hydra_app import comma_lists, run_hydra
+from gpulane.config.capabilities import backend_of, launcher_of
 from gpulane.config.commands import SweepConfig
 
 # Keys that take several values in one run: `collectives=all_reduce,all_gather` means the
@@ -12,7 +13,7 @@ LIST_KEYS = frozenset({"collectives", "dtype"})
 
 
 def sweep(cfg: SweepConfig) -> int:
-    if str(cfg.launcher.name) == "slurm" and str(cfg.backend.name) != "nccl_tests":
+    if launcher_of(cfg).remote_world and not backend_of(cfg).runs_program:
         from gpulane.launch.slurm.settings import settings
 
         s = settings(cfg)

@@ -33,6 +33,8 @@ from gpulane.collectives.nccl_tests.outcome import Outcome, rows_of_outcome
 from gpulane.collectives.plan import SweepPlan, build_plan
 from gpulane.collectives.spec import collective
 from gpulane.collectives.table import SweepView
+from gpulane.config.backend import NcclTestsBackendConfig
+from gpulane.config.capabilities import launcher_of
 from gpulane.config.commands import SweepConfig
 from gpulane.errors import InputError
 from gpulane.launch.base import LaunchResult, LaunchSpec
@@ -121,8 +123,7 @@ def run_nccl_tests(
     """Every (collective, type) of the sweep through nccl-tests; rows into the run."""
     plan = build_plan(cfg, True)
     env = run_env(cfg) if env is None else env
-    name = str(cfg.launcher.name)
-    if name == "slurm":
+    if launcher_of(cfg).remote_world:
         from gpulane.launch.slurm.settings import settings
 
         world = settings(cfg, needs_mpi=True).world_size
@@ -131,6 +132,7 @@ def run_nccl_tests(
     else:
         world = int(cfg.ranks)
     backend = cfg.backend
+    assert isinstance(backend, NcclTestsBackendConfig)
     binaries = {op: collective(op).binary for op in plan.collectives}
     found = find_binaries(sorted(set(binaries.values())), backend.home)
     use_json = str(backend.use_json).lower()

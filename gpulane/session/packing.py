@@ -17,6 +17,7 @@ from typing import Any
 
 from gpulane.collectives.plan import build_plan
 from gpulane.collectives.table import SweepView
+from gpulane.config.capabilities import backend_of
 from gpulane.config.commands import SweepConfig
 from gpulane.errors import GpulaneError, InputError, RunFailed, print_error
 from gpulane.launch.base import LaunchResult
@@ -71,9 +72,9 @@ def queue_packed(
     """One combination of a packed multirun: its run directory and configuration now, its
     job later (:func:`finish_packing`)."""
     assert _PACK is not None
-    if str(cfg.backend.name) == "mpi":
+    if backend_of(cfg).needs_mpi:
         raise InputError(
-            "launcher.pack=true: backend=mpi cannot be packed (MPI starts once per process)"
+            f"launcher.pack=true: backend={cfg.backend.name} cannot be packed (MPI starts once per process)"
         )
     build_plan(cfg, on_device=True)  # bad input stops the combination now
     device = str(cfg.device or "auto")

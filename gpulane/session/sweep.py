@@ -11,6 +11,7 @@ from typing import Any
 
 from gpulane.collectives.plan import build_plan, rounding_notes
 from gpulane.collectives.table import SweepView
+from gpulane.config.capabilities import backend_of, launcher_of
 from gpulane.config.commands import SweepConfig
 from gpulane.config.load import load_saved
 from gpulane.config.validate import check_preset
@@ -48,14 +49,14 @@ def resolve_world(cfg: SweepConfig) -> tuple[int, str]:
     """(ranks, device) from ranks=auto|N and device=auto|cuda|cpu and the GPUs present."""
     device = str(cfg.device).lower()
     backend = str(cfg.backend.name)
-    if backend in ("nccl", "nccl_tests") and device == "cpu":
+    if backend_of(cfg).needs_gpus and device == "cpu":
         raise InputError(f"backend={backend} needs GPUs; use backend=torch or backend=mpi on CPUs")
     gpus = local_gpus() if device != "cpu" else 0
     ranks = cfg.ranks
     if device == "auto":
         wanted = gpus if str(ranks) == "auto" else int(ranks)
         device = "cuda" if gpus >= 1 and gpus >= wanted else "cpu"
-        if device == "cpu" and backend in ("nccl", "nccl_tests"):
+        if device == "cpu" and backend_of(cfg).needs_gpus:
             raise MissingComponent(f"backend={backend} needs GPUs and torch sees none")
     n = (gpus if device == "cuda" else 2) if str(ranks) == "auto" else int(ranks)
     if device == "cuda":
@@ -98,14 +99,13 @@ def run_sweep(cfg: SweepConfig) -> int:
     info = discover()
     if info is not None and info.launcher != "gpulane":
         return in_process(cfg, info)
-    backend = str(cfg.backend.name)
-    if backend == "nccl_tests":
+    if backend_of(cfg).runs_program:
         from gpulane.session.nccl_tests import run_nccl_tests
 
         return run_nccl_tests(cfg)
     check_preset(cfg, str(cfg.device).lower())  # backend=mpi: before the GPUs are known
     env = run_env(cfg)
-    if str(cfg.launcher.name) == "slurm":
+    if launcher_of(cfg).remote_world:
         # The GPUs are on the compute nodes, not here: the ranks resolve the world.
         run = make_run_dir(cfg)
         with discarded_on_bad_input(run):
@@ -147,7 +147,7 @@ def launch_job(
 
 def uses_nccl(cfg: SweepConfig, device: str) -> bool:
     """Whether the ranks run NCCL: then they are asked for its init lines (the transport)."""
-    return device != "cpu" and str(cfg.backend.name) in ("torch", "nccl", "nccl_tests")
+    return device != "cpu" and backend_of(cfg).uses_nccl
 
 
 def run_slurm(cfg: SweepConfig, run: RunDir, env: dict[str, str], job: str) -> int:
@@ -178,7 +178,7 @@ def resume(cfg: SweepConfig) -> int:
     if not (path / CONFIG_FILE).is_file():
         raise InputError(f"resume: {path} is not a gpulane run directory (no {CONFIG_FILE})")
     saved = load_saved(path, SweepConfig)
-    if str(saved.launcher.name) != "local" or str(saved.backend.name) == "nccl_tests":
+    if not launcher_of(saved).resumes or backend_of(saved).runs_program:
         raise InputError("resume: only runs of the local launcher can be resumed here")
     run = RunDir(str(saved.run_id), path, str(saved.build))
     # The ranks read resume=true from the saved configuration.
