@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpulane.config.capabilities import backend_of, launcher_of
+from gpulane.config.capabilities import backend_of
+from gpulane.config.load import as_dict
 from gpulane.config.common import CommonConfig
 from gpulane.config.launcher import (
     PATTERNS,
@@ -55,6 +56,19 @@ def container_srun_args(container: Any) -> list[str]:
     return ContainerConfig(**dict(container)).srun_args()
 
 
+def slurm_config(node: Any) -> SlurmLauncherConfig:
+    """``launcher.*`` as :class:`SlurmLauncherConfig`, values as given (its ``validate``
+    says what is wrong with them, in its words)."""
+    if isinstance(node, SlurmLauncherConfig):
+        return node
+    data = dict(as_dict(node))
+    known = {f.name for f in dataclasses.fields(SlurmLauncherConfig)}
+    values = {k: v for k, v in data.items() if k in known and k != "name"}
+    if isinstance(values.get("container"), dict):
+        values["container"] = ContainerConfig(**values["container"])
+    return SlurmLauncherConfig(**values)
+
+
 def _text(value: Any) -> str | None:
     return None if value in (None, "") else str(value)
 
@@ -62,9 +76,7 @@ def _text(value: Any) -> str | None:
 def settings(cfg: CommonConfig, needs_mpi: bool | None = None) -> SlurmSettings:
     """Checked launcher settings from ``cfg.launcher``; ``needs_mpi``: the ranks start MPI
     (None: when the backend does)."""
-    config = launcher_of(cfg)
-    if not isinstance(config, SlurmLauncherConfig):
-        raise InputError(f"launcher={config.name}: expected launcher=slurm here")
+    config = slurm_config(cfg.launcher)  # type: ignore[attr-defined]
     config.validate()
     gpus = config.gpus_per_node or None
     srun = [str(a) for a in config.srun_args or []] + container_srun_args(config.container)
