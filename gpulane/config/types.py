@@ -108,7 +108,9 @@ def describe(kind: Any) -> str:
     if origin is Literal:
         return " or ".join(str(w) for w in typing.get_args(kind))
     if origin is list:
-        return f"a list of {describe(typing.get_args(kind)[0])}"
+        item = typing.get_args(kind)[0]
+        plural = {int: "whole numbers", float: "numbers", str: "words", bool: "true/false"}
+        return f"a list of {plural.get(item, describe(item))}"
     if origin is dict:
         return "a mapping"
     words = {int: "a whole number", float: "a number", str: "a word", bool: "true or false"}

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from gpulane.config.commands import SweepConfig
 from gpulane.config.backend import BACKENDS
+from gpulane.config.commands import SweepConfig
 from gpulane.config.validate import check_preset, check_run_id
 from gpulane.errors import InputError
 from gpulane.rundir import make_run_dir
