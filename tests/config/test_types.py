@@ -8,7 +8,9 @@ import dataclasses
 import importlib
 import inspect
 import pkgutil
+import re
 import typing
+from pathlib import Path
 from typing import Annotated, Any
 
 import pytest
@@ -180,3 +182,30 @@ def test_a_value_of_the_wrong_kind_is_one_error() -> None:
         check(_sweep(sizes=dataclasses.replace(SweepConfig().sizes, max=[1])))
     with pytest.raises(InputError, match=r"^peer_access: expected a list of true/false"):
         check_types(CopyConfig(peer_access=["yes"]))
+
+
+# A comparison of a backend's or launcher's name with an option's name (or of a name with
+# one of the options' words): outside launch/ and config/, capabilities say these things.
+NAME_TEST = re.compile(
+    r"(launcher|backend)[a-z_]*(\.name|\[.name.\]|\.get\(.name.\))\)? *(==|!=|in |not in)"
+    r"|name (==|!=|in|not in) *\(?[\"'](local|mpirun|slurm|mpi|nccl|nccl_tests|torch|auto)[\"']"
+    r"|backend in \(\"nccl|backend == \"nccl"
+)
+
+
+def test_no_code_outside_launch_and_config_tests_a_name() -> None:
+    root = Path(gpulane.config.__file__).parents[1]
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        if path.relative_to(root).parts[0] in ("launch", "config"):
+            continue
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if NAME_TEST.search(line):
+                found.append(f"{path.relative_to(root)}:{n}: {line.strip()}")
+    assert found == []
+
+
+def test_the_name_test_pattern_finds_one() -> None:
+    assert NAME_TEST.search('    if str(cfg.launcher.name) == "slurm":')
+    assert NAME_TEST.search('    if backend in ("nccl", "nccl_tests") and device == "cpu":')
+    assert not NAME_TEST.search("    if launcher_of(cfg).remote_world:")
