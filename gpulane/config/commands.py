@@ -12,6 +12,7 @@ from gpulane.config.common import CommonConfig, PresetConfig, SizesConfig
 from gpulane.config.launcher import LauncherConfig
 from gpulane.config.types import (
     AutoOrInt,
+    GpuSpecs,
     Ints,
     IntsOrText,
     Localize,
@@ -324,7 +325,7 @@ class AdviseConfig(CommonConfig):
     """Share of a GPU's memory the estimate may use"""
     format: str = "table"
     """table or json"""
-    gpu_specs: dict[str, dict[str, float]] = field(default_factory=dict)
+    gpu_specs: GpuSpecs = field(default_factory=dict)
     """Achievable rates per GPU model: +gpu_specs.NAME={hbm_gbps: ..., tflops: ..., memory_gib: ...}"""
     projection: Any = None
     """Collectives over an unmeasured path: efficiency and latency_us per path kind"""

@@ -29,6 +29,7 @@ LocalizeUnion = Union[list[str], str, bool, None]  # noqa: UP007
 PairUnion = Union[list[int], None]  # noqa: UP007
 NodeListUnion = Union[list[str], str, None]  # noqa: UP007 - a hostlist, or the hosts
 SbatchUnion = dict[str, Union[str, int, float, bool]]  # noqa: UP007
+GpuSpecsUnion = dict[str, dict[str, float]]  # GPU model -> hbm_gbps, tflops, memory_gib
 ShapeUnion = Union[dict[str, Union[str, int, float, bool]], None]  # noqa: UP007
 
 if TYPE_CHECKING:
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
     NodeList = NodeListUnion
     SbatchArgs = SbatchUnion
     Shape = ShapeUnion
+    GpuSpecs = GpuSpecsUnion
 else:
     AutoOrInt = Annotated[Any, AutoOrIntUnion]
     Size = Annotated[Any, SizeUnion]
@@ -63,6 +65,7 @@ else:
     NodeList = Annotated[Any, NodeListUnion]
     SbatchArgs = Annotated[Any, SbatchUnion]
     Shape = Annotated[Any, ShapeUnion]
+    GpuSpecs = Annotated[Any, GpuSpecsUnion]
 
 
 def declared(hint: Any) -> Any:
