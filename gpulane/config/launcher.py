@@ -247,6 +247,18 @@ class SlurmLauncherConfig(LauncherConfig):
         poll = self.poll_s
         if not isinstance(poll, (int, float)) or isinstance(poll, bool) or poll <= 0:
             raise InputError(f"launcher.poll_s: expected seconds > 0, got {poll!r}")
+        fraction = self.outlier_fraction
+        if (
+            isinstance(fraction, bool)
+            or not isinstance(fraction, (int, float))
+            or not 0 < fraction < 1
+        ):
+            raise InputError(
+                f"launcher.outlier_fraction: expected a fraction in (0, 1), got {fraction!r}"
+            )
+        good = self.halving_good
+        if good is not None and (isinstance(good, bool) or not isinstance(good, (int, float))):
+            raise InputError(f"launcher.halving_good: expected GB/s, got {good!r}")
 
 
 LAUNCHERS: dict[str, type[LauncherConfig]] = {

@@ -1,7 +1,10 @@
-"""The checks every command's configuration passes before anything starts: values a type
-alone cannot rule out (a timeout of 0, a device that does not exist, ranks=0). What needs
-the collective specs or the GPUs (sizes, collectives, the placements a backend can run) is
-checked by the command's plan, also before any rank starts."""
+"""The checks every command's configuration passes before anything starts, in one place:
+values a type alone cannot rule out (a timeout of 0, a device that does not exist,
+ranks=0), the backend's and the launcher's own (their ``validate()``: backend.memory,
+launcher.bind, the Slurm keys), then the kind of every key that takes several kinds of
+value (``config.types.check_types``). What needs the collective specs or the GPUs (sizes,
+collectives, the placements a backend can run) is checked by the command's plan, also
+before any rank starts."""
 
 from __future__ import annotations
 
