@@ -9,7 +9,9 @@ module adds with ``gpulane.launch.registry.register_launcher``."""
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from gpulane.config.choices import Bind, check_choices
 from gpulane.config.types import NodeList, SbatchArgs
@@ -268,13 +270,21 @@ LAUNCHERS: dict[str, type[LauncherConfig]] = {
 }
 
 
-def add_launcher_config(name: str, schema: type[LauncherConfig]) -> None:
+# launcher=NAME -> its YAML, for a launcher module outside gpulane (conf/launcher has the
+# others); stored in Hydra's ConfigStore by config.store.register.
+LAUNCHER_YAMLS: dict[str, Path] = {}
+
+
+def add_launcher_config(name: str, schema: type[LauncherConfig], yaml: Path | None = None) -> None:
     """Make ``launcher=NAME`` known to the configuration (its keys, help, loading); Hydra's
-    ConfigStore gets it from ``config.store.register``."""
+    ConfigStore gets it from ``config.store.register`` (at once when that ran already).
+    Hydra is not imported here: a rank only reads its saved configuration."""
     known = LAUNCHERS.get(name)
     if known is not None and known is not schema:
         raise ValueError(f"launcher {name!r} is registered twice ({known} and {schema})")
     LAUNCHERS[name] = schema
-    from hydra.core.config_store import ConfigStore
-
-    ConfigStore.instance().store(group="launcher", name=f"{name}_schema", node=schema)
+    if yaml is not None:
+        LAUNCHER_YAMLS[name] = yaml
+    store = sys.modules.get("gpulane.config.store")
+    if store is not None and store.registered():
+        store.store_launcher(name)

@@ -49,12 +49,7 @@ def register_launcher(
     def add(cls: L) -> L:
         REGISTRY[name] = LauncherEntry(name, config, cls)
         cls.name = name
-        add_launcher_config(name, config)
-        if yaml is not None:
-            from hydra.core.config_store import ConfigStore
-            from omegaconf import OmegaConf
-
-            ConfigStore.instance().store(group="launcher", name=name, node=OmegaConf.load(yaml))
+        add_launcher_config(name, config, yaml)
         return cls
 
     return add

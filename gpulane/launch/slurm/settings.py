@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 from gpulane.config.capabilities import backend_of
-from gpulane.config.load import as_dict
 from gpulane.config.common import CommonConfig
 from gpulane.config.launcher import (
     PATTERNS,
@@ -17,7 +16,8 @@ from gpulane.config.launcher import (
     SlurmLauncherConfig,
     campaign_pattern,
 )
-from gpulane.errors import InputError, MissingComponent
+from gpulane.config.load import as_dict
+from gpulane.errors import MissingComponent
 
 __all__ = ["PATTERNS", "SlurmSettings", "campaign_pattern", "settings"]
 
