@@ -5,6 +5,7 @@ one line."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
@@ -127,4 +128,34 @@ def test_a_launcher_that_cannot_run_host_jobs_says_so(
         f"gpulane: error: launcher={launcher} cannot run {what}: their ranks run on this host, "
         "where their GPUs were counted; use launcher=local"
     ], out.stderr
+    assert run_dirs(tmp_path) == []
+
+
+def test_slurm_keys_are_defined_once() -> None:
+    from gpulane.launch.slurm.settings import SlurmSettings, settings
+
+    assert issubclass(SlurmSettings, SlurmLauncherConfig)
+    own = {f.name for f in dataclasses.fields(SlurmSettings)}
+    assert own == {f.name for f in dataclasses.fields(SlurmLauncherConfig)}
+    s = settings(SweepConfig(launcher=SlurmLauncherConfig(nodes=2, gpus_per_node=4, time=5)))
+    assert (s.world_size, s.time_min, s.tasks_per_node) == (8, 5, 4)
+
+
+@pytest.mark.parametrize(
+    ("override", "words"),
+    [
+        ("launcher.poll_s=0", "launcher.poll_s: expected seconds > 0, got 0"),
+        ("launcher.nodes=0", "launcher.nodes: expected a whole number >= 1, got 0"),
+        ("launcher.pattern=star", "launcher.pattern: expected one of allocation, per-node"),
+        ("launcher.outlier_fraction=2", "launcher.outlier_fraction: expected a fraction in (0, 1)"),
+    ],
+)
+def test_slurm_keys_are_checked_before_anything_starts(
+    tmp_path: Path, override: str, words: str
+) -> None:
+    # The front checks them (SlurmLauncherConfig.validate): no cluster is asked anything.
+    out = gpulane("sweep", "launcher=slurm", override, f"results_dir={tmp_path}", cwd=tmp_path)
+    assert out.returncode == 2
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"gpulane: error: {words}"), out.stderr
     assert run_dirs(tmp_path) == []

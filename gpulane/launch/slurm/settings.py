@@ -82,7 +82,7 @@ def settings(cfg: CommonConfig, needs_mpi: bool | None = None) -> SlurmSettings:
     srun = [str(a) for a in config.srun_args or []] + container_srun_args(config.container)
     if needs_mpi is None:
         backend = getattr(cfg, "backend", None)
-        needs_mpi = backend is not None and backend_of(cfg).needs_mpi
+        needs_mpi = backend not in (None, "???") and backend_of(cfg).needs_mpi
     if needs_mpi and not any(a.startswith("--mpi") for a in srun):
         # Debian's (and most) Open MPI builds start under srun only through PMIx.
         srun.append("--mpi=pmix")
