@@ -14,7 +14,7 @@ import shlex
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -43,10 +43,10 @@ from gpulane.rundir import LOG_DIR, read_rank_errors
 
 
 @dataclass
-class MpirunSettings:
-    command: str = "mpirun"
-    hostfile: str | None = None
-    extra_args: list[str] = field(default_factory=list)
+class MpirunSettings(MpirunLauncherConfig):
+    """``launcher.*`` of launcher=mpirun (its keys are :class:`MpirunLauncherConfig`'s),
+    and whether the ranks import mpi4py."""
+
     needs_mpi4py: bool = False  # the ranks import mpi4py: check it loads under this mpirun
 
 
