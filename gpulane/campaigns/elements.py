@@ -4,7 +4,6 @@ under the campaign's group directory, started by whatever launcher the configura
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -12,15 +11,17 @@ from typing import Any
 from gpulane.collectives.plan import SweepPlan, build_plan
 from gpulane.collectives.table import SweepView
 from gpulane.config.commands import SweepConfig
-from gpulane.errors import InputError
 from gpulane.launch.base import Launcher, LaunchSpec
-from gpulane.launch.local import LocalLauncher
+from gpulane.launch.registry import node_launcher
+from gpulane.launch.slurm.settings import element_settings
 from gpulane.rundir import RunDir, rank_env, save_config
 from gpulane.session.run import RunSession, SessionSpec
 from gpulane.session.signals import Terminated, sigterm_as_exception, stop_words
 from gpulane.session.sweep import uses_nccl
 
 JOB = "gpulane.collectives.sweep:run_rank"
+
+__all__ = ["JOB", "Element", "ElementPlan", "element_settings", "new_element"]
 
 
 @dataclass
@@ -46,16 +47,6 @@ def new_element(group: RunDir, label: str, nodes: list[str]) -> Element:
     return Element(label, list(nodes), RunDir(f"{group.run_id}.{label}", path, group.build))
 
 
-def element_settings(s: Any, nodes: int) -> Any:
-    """The Slurm settings of one element's job: ``nodes`` nodes, one job (no pattern, no
-    packing), and not requeued: a job that loses a node ends NODE_FAIL, which names the
-    node, instead of going back to the queue to wait for it."""
-    args = dict(s.sbatch_args)
-    if not any(str(k).replace("_", "-") in ("requeue", "no-requeue") for k in args):
-        args["no_requeue"] = True
-    return dataclasses.replace(s, nodes=nodes, pattern="allocation", pack=False, sbatch_args=args)
-
-
 @dataclass(frozen=True)
 class ElementPlan:
     """How every element is launched: the settings of its launcher for n nodes."""
@@ -69,21 +60,8 @@ class ElementPlan:
     sweep: SweepPlan | None = None  # the plan the session worked out (None: from cfg, once)
 
     def launcher(self, nodes: list[str]) -> Launcher:
-        if self.slurm is not None:
-            from gpulane.launch.slurm.launcher import SlurmLauncher
-
-            return SlurmLauncher(element_settings(self.slurm, len(nodes)), self.device)
-        name = str(self.cfg.launcher.name)
-        if name == "mpirun":
-            from gpulane.launch.factory import make_launcher
-
-            return make_launcher(self.cfg, self.device, needs_mpi=True)
-        if name == "local" and all(n in ("localhost", "127.0.0.1") for n in nodes):
-            return LocalLauncher()
-        raise InputError(
-            f"launcher={name} cannot put ranks on named nodes; campaigns run on "
-            "launcher=slurm or launcher=mpirun"
-        )
+        """The configured launcher, its ranks on ``nodes`` (from the one registry)."""
+        return node_launcher(self.cfg, self.device, nodes, self.slurm)
 
 
 def start_element(plan: ElementPlan, e: Element) -> Element:

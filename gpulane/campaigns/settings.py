@@ -7,7 +7,9 @@ import subprocess
 from dataclasses import dataclass
 from typing import Any
 
+from gpulane.config.capabilities import launcher_of
 from gpulane.config.commands import SweepConfig
+from gpulane.config.launcher import SlurmLauncherConfig
 from gpulane.errors import InputError
 from gpulane.rank import expand_hostlist
 
@@ -52,15 +54,10 @@ def partition_nodes(partition: str | None) -> list[str]:
 
 
 def pattern_settings(cfg: SweepConfig, pattern: str, partition: str | None) -> PatternSettings:
-    sec = cfg.launcher
-    fraction = sec.outlier_fraction
-    if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 < fraction < 1:
-        raise InputError(
-            f"launcher.outlier_fraction: expected a fraction in (0, 1), got {fraction!r}"
-        )
-    good = sec.halving_good
-    if good is not None and (isinstance(good, bool) or not isinstance(good, (int, float))):
-        raise InputError(f"launcher.halving_good: expected GB/s, got {good!r}")
+    sec = launcher_of(cfg)
+    assert isinstance(sec, SlurmLauncherConfig)  # campaigns are a Slurm launcher's patterns
+    sec.validate()  # outlier_fraction, halving_good (also checked by the front)
+    fraction, good = sec.outlier_fraction, sec.halving_good
     text = _hostlist(sec.nodelist)
     nodes = expand_hostlist(text) if text else partition_nodes(partition)
     if not nodes:

@@ -13,6 +13,7 @@ from gpulane.collectives.backends.base import Backend
 from gpulane.collectives.harness import measure, summarize
 from gpulane.collectives.plan import SweepPlan, point_label
 from gpulane.collectives.spec import Point
+from gpulane.config.capabilities import backend_of
 from gpulane.config.commands import SweepConfig
 from gpulane.errors import InputError
 from gpulane.preflight import check_world, rank_facts
@@ -169,8 +170,9 @@ def where_ranks_run(
     return hosts, nodes, worst_path_for_gpus(list(range(len(facts))))
 
 
-# Backends whose ranks talk through NCCL (their rows carry NCCL's transport).
-NCCL_BACKENDS = ("torch-nccl", "nccl")
+def ranks_run_nccl(cfg: SweepConfig, backend: Backend) -> bool:
+    """Whether the ranks talk through NCCL (their rows carry NCCL's transport)."""
+    return backend.on_device and backend_of(cfg).uses_nccl
 
 
 def _nccl_found(nccl: NcclLogs | None, ctx: RankContext, path: str | None) -> dict[str, Any] | None:
@@ -204,7 +206,7 @@ def run_rank(
     backend = make_backend(cfg, ctx)
     try:
         _sweep(cfg, plan.for_device(backend.on_device), ctx, backend, on_row, started)
-        if wants_torch_overhead(cfg) and backend.name == "nccl":
+        if wants_torch_overhead(cfg) and backend_of(cfg).times_torch_beside:
             from gpulane.collectives.overhead import measure_torch_overhead
 
             measure_torch_overhead(backend, plan.timing, ctx.run_dir)
@@ -237,9 +239,7 @@ def _sweep(
     # Other processes on this run's GPUs (pre-flight read them): on every row.
     busy = foreign_on_gpus(ctx.run_dir) if writer is not None else None
     # What NCCL connected, from its own init lines (the communicator exists after preflight).
-    nccl = (
-        NcclLogs(ctx.run_dir, since=started) if writer and backend.name in NCCL_BACKENDS else None
-    )
+    nccl = NcclLogs(ctx.run_dir, since=started) if writer and ranks_run_nccl(cfg, backend) else None
     env = shaping_env()
     corrupt_rank = cfg.corrupt_rank
     skip_rank = cfg.skip_rank

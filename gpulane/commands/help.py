@@ -153,7 +153,8 @@ def _group_section(group: str, chosen: str | None) -> list[str]:
 
     options = group_options(group)
     lines = [f"{group}=OPTION  (default: {chosen})" if chosen else f"{group}=OPTION"]
-    schemas: dict[str, type] = {"backend": BACKENDS, "launcher": LAUNCHERS}.get(group, {})
+    groups: dict[str, dict[str, Any]] = {"backend": BACKENDS, "launcher": LAUNCHERS}
+    schemas = groups.get(group, {})
     for name, first in options.items():
         meaning = class_doc(schemas[name]) if name in schemas else first
         lines.append(f"  {name:<14}{meaning}".rstrip())

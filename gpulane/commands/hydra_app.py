@@ -97,7 +97,9 @@ def check_overrides(config_name: str, overrides: list[str]) -> None:
     from gpulane.config.load import check_keys, config_error, typed
     from gpulane.config.store import register
     from gpulane.config.validate import check
+    from gpulane.launch.registry import discover
 
+    discover()  # every launcher module (and $GPULANE_PLUGINS) before the schemas are stored
     register()
     combo = first_combination(overrides)
     try:

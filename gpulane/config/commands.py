@@ -7,32 +7,49 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpulane.config.common import CommonConfig, SizesConfig
+from gpulane.config.backend import BackendConfig
+from gpulane.config.common import CommonConfig, PresetConfig, SizesConfig
+from gpulane.config.launcher import LauncherConfig
+from gpulane.config.types import (
+    AutoOrInt,
+    GpuSpecs,
+    Ints,
+    IntsOrText,
+    Localize,
+    Pair,
+    PeerAccess,
+    Resume,
+    Runs,
+    Shape,
+    Size,
+    Switch,
+    Words,
+)
 
 # OmegaConf's MISSING (a required value) is this string; spelled here so that reading the
 # schemas (`--help`) does not load OmegaConf.
-MISSING = "???"
+MISSING: Any = "???"
 
 
 @dataclass
 class SweepConfig(CommonConfig):
-    backend: Any = MISSING  # a conf/backend option (config.backend)
+    backend: BackendConfig = MISSING  # a conf/backend option (config.backend)
     """Who runs the collectives: auto, torch, nccl, nccl_tests or mpi (see the groups)"""
-    launcher: Any = MISSING  # a conf/launcher option (config.launcher)
+    launcher: LauncherConfig = MISSING  # a conf/launcher option (config.launcher)
     """How the ranks start: local, mpirun or slurm (see the groups)"""
-    preset: Any = MISSING  # conf/preset
+    preset: PresetConfig = MISSING  # conf/preset
     """NCCL transport preset: none, nvlink, pcie-host (through host memory) or socket"""
-    collectives: Any = field(default_factory=lambda: ["all_reduce"])
+    collectives: Words = field(default_factory=lambda: ["all_reduce"])
     """all_reduce, all_gather, reduce_scatter, alltoall, broadcast, reduce, sendrecv; a comma list, or all"""
     sizes: SizesConfig = field(default_factory=SizesConfig)
     """Message sizes: sizes.min, sizes.max, sizes.factor or sizes.step"""
-    dtype: Any = "float"
+    dtype: Words = "float"
     """float, half, bfloat16, double, int8, uint8, int32, int64 (a comma list sweeps)"""
     redop: str = "sum"
     """Reduction: sum, prod, min, max or avg"""
     root: int = 0
     """Root rank of broadcast and reduce"""
-    in_place: Any = "both"
+    in_place: Switch = "both"
     """both, true (in-place only) or false (out-of-place only)"""
     warmup: int = 5
     """Untimed iterations before each point"""
@@ -44,13 +61,13 @@ class SweepConfig(CommonConfig):
     """Capture the iterations in a CUDA graph and time its replays (GPUs)"""
     graph_launches: int = 10
     """Graph replays timed per point (graph=true)"""
-    torch_overhead: Any = "auto"  # auto, true or false; saved as true or false
+    torch_overhead: Switch = "auto"  # auto, true or false; saved as true or false
     """Also time torch's all_reduce beside nccl's and print what torch adds: auto, true or false"""
-    ranks: Any = "auto"
+    ranks: AutoOrInt = "auto"
     """Number of ranks; auto: one per local GPU when there are 2+, else 2 CPU processes"""
     device: str = "auto"
     """auto, cuda or cpu"""
-    resume: Any = None
+    resume: Resume = None
     """A run directory to finish: measures only the points it has no good row for yet"""
     corrupt_rank: int | None = None
     """Self-test: this rank corrupts one received element before each check"""
@@ -58,7 +75,7 @@ class SweepConfig(CommonConfig):
     """Self-test: this rank leaves out one collective, so the watchdog must end the run"""
     # Localization inside the node (campaigns/localize): pairs, halving or ring measure
     # the first collective on subsets of the GPUs instead of sweeping sizes.
-    localize: Any = None
+    localize: Localize = None
     """Measure the first collective on subsets of the GPUs: pairs, halving or ring (docs/localize.md)"""
     localize_tolerance: float = 0.8
     """A subset is slow below this fraction of the best subset of its size"""
@@ -67,7 +84,7 @@ class SweepConfig(CommonConfig):
     # Debugging keys (like corrupt_rank): a real slowdown planted for localization tests.
     slow_rank: int | None = None
     """Self-test: this rank sleeps slow_ms before each operation"""
-    slow_pair: Any = None
+    slow_pair: Pair = None
     """Self-test: these two ranks sleep slow_ms before each operation they share"""
     slow_ms: float = 20.0
     """Self-test: the planted delay in milliseconds"""
@@ -75,33 +92,35 @@ class SweepConfig(CommonConfig):
 
 @dataclass
 class CopyConfig(CommonConfig):
-    gpus: Any = "all"
+    launcher: LauncherConfig = MISSING  # conf/launcher: the copy's one rank, on this host
+    """How the rank starts: local (copies run on this host's GPUs)"""
+    gpus: IntsOrText = "all"
     """all, or CUDA device indices: [0,1] or 0,2"""
     sizes: SizesConfig = field(default_factory=lambda: SizesConfig(min="4K", max="1G"))
     """Copy sizes: sizes.min, sizes.max (K/M/G binary, multiples of 4), sizes.factor or sizes.step"""
-    directions: Any = field(default_factory=lambda: ["h2d", "d2h", "bidir"])
+    directions: Words = field(default_factory=lambda: ["h2d", "d2h", "bidir"])
     """h2d, d2h and bidir (both at once, pinned kinds only)"""
-    memory: Any = field(default_factory=lambda: ["pageable", "pinned", "pinned-wc"])
+    memory: Words = field(default_factory=lambda: ["pageable", "pinned", "pinned-wc"])
     """Host memory kinds: pageable, pinned, pinned-wc (needs CuPy)"""
-    numa: Any = "local"
+    numa: Size = "local"
     """Host buffers on the GPU's NUMA node (local), the other one (remote), none, or a node number"""
     all_gpus: bool = True
     """Also every GPU to/from the host at once, pinned, at sizes.max (2+ GPUs)"""
     peer: bool = True
     """GPU<->GPU copies for every ordered pair (2+ GPUs)"""
-    peer_access: Any = field(default_factory=lambda: [False, True])
+    peer_access: PeerAccess = field(default_factory=lambda: [False, True])
     """Peer access off (staged through host) and/or on: [false,true]"""
     peer_bidirectional: bool = True
     """Also both directions of a pair at once"""
     latency: bool = True
     """Measure the p2p latency matrix"""
-    latency_size: Any = 16
+    latency_size: Size = 16
     """Bytes per latency copy"""
     samples: int = 10
     """Timed samples per point (median and p99)"""
     warmup: int = 2
     """Untimed copies before a point's samples"""
-    min_sample_bytes: Any = "1M"
+    min_sample_bytes: Size = "1M"
     """A sample repeats a small copy until it moved this much ..."""
     max_reps: int = 64
     """... at most this many times"""
@@ -129,23 +148,25 @@ class VllmConfig:
 class TokensConfig(CommonConfig):
     model: Any = MISSING  # conf/model: checked by inference.shapes.shape_from_config
     """A packaged model (llama3-8b, tiny, ...), your file model=PATH.yaml, or a HF config.json path"""
-    preset: Any = MISSING
+    preset: PresetConfig = MISSING
     """NCCL transport preset: none, nvlink, pcie-host or socket"""
+    launcher: LauncherConfig = MISSING  # conf/launcher: tp x pp ranks on this host
+    """How the ranks start: local (token runs use this host's GPUs)"""
     engine: str = "gpulane"
     """gpulane (this decoder, random weights) or vllm (its bench, if installed)"""
-    tp: Any = "auto"
+    tp: AutoOrInt = "auto"
     """Tensor-parallel ranks; auto: the local GPUs / pp (1 on CPUs)"""
     pp: int = 1
     """Pipeline stages"""
-    batch: Any = field(default_factory=lambda: [1, 8, 32])
+    batch: Ints = field(default_factory=lambda: [1, 8, 32])
     """Sequences decoded together: a comma list 1,8,32"""
-    input_len: Any = field(default_factory=lambda: [512, 2048])
+    input_len: Ints = field(default_factory=lambda: [512, 2048])
     """Prompt lengths in tokens: a comma list"""
-    output_len: Any = field(default_factory=lambda: [128])
+    output_len: Ints = field(default_factory=lambda: [128])
     """Generated tokens per sequence: a comma list"""
     layers: int | None = None
     """Run the first N layers only (results scaled up); null: all"""
-    micro_batches: Any = "auto"
+    micro_batches: AutoOrInt = "auto"
     """Pipeline micro-batches; auto: pp, capped at the batch"""
     dtype: str = "bf16"
     """bf16, fp16 or fp32"""
@@ -155,7 +176,7 @@ class TokensConfig(CommonConfig):
     """Time prefills as CUDA-graph replays too (GPUs, pp=1)"""
     decode_attention: str = "bmm"
     """Decode attention: bmm, triton, efficient, cudnn, math or any"""
-    compile: Any = "auto"  # auto (on GPUs), true or false: gpulane.inference.fused
+    compile: Switch = "auto"  # auto (on GPUs), true or false: gpulane.inference.fused
     """Fuse elementwise chains with torch.compile: auto (on GPUs), true or false"""
     compile_mode: str = "default"
     """torch.compile mode: default or max-autotune-no-cudagraphs"""
@@ -180,7 +201,7 @@ class TokensConfig(CommonConfig):
     vllm: VllmConfig = field(default_factory=VllmConfig)
     """engine=vllm settings: vllm.model_path, vllm.load_format, vllm.extra_args"""
     # facts of the run, saved for the ranks
-    shape: Any = None
+    shape: Shape = None
     """Internal: the model's shape, saved for the ranks"""
     full_layers: int | None = None
     """Internal: the model's layer count when layers= runs fewer"""
@@ -192,17 +213,17 @@ class SuiteConfig:
     """Run the collective sweep"""
     collectives: list[str] = field(default_factory=lambda: ["all_reduce", "all_gather"])
     """Collectives the sweep runs"""
-    sizes_min: Any = 8
+    sizes_min: Size = 8
     """Smallest message of the sweep"""
-    sizes_max: Any = "auto"
+    sizes_max: Size = "auto"
     """Largest message; auto: 1G on GPUs, 32M on CPUs"""
     sweep_overrides: list[str] = field(default_factory=list)
     """More gpulane sweep overrides, e.g. suite.sweep_overrides=[iters=50]"""
-    copy: Any = "auto"
+    copy: Switch = "auto"
     """Run gpulane copy: auto (when a GPU is visible), true or false"""
     copy_overrides: list[str] = field(default_factory=list)
     """gpulane copy overrides of the suite"""
-    topo: Any = "auto"
+    topo: Switch = "auto"
     """Run gpulane topo --json: auto (when a GPU is visible), true or false"""
     topo_args: list[str] = field(default_factory=list)
     """More gpulane topo arguments"""
@@ -225,11 +246,13 @@ class SuiteConfig:
 class AcceptConfig(CommonConfig):
     rules: Any = MISSING  # conf/rules: checked by analysis.rules
     """Rule set: default, base, nvlink or pcie"""
-    preset: Any = MISSING
+    preset: PresetConfig = MISSING
     """NCCL transport preset of the suite's sweep"""
-    launcher: Any = MISSING  # conf/launcher: where the suite's sweep runs (a campaign on Slurm)
+    launcher: LauncherConfig = (
+        MISSING  # conf/launcher: where the suite's sweep runs (a campaign on Slurm)
+    )
     """Where the suite's sweep runs: local, mpirun or slurm (a campaign with a pattern)"""
-    run: Any = None
+    run: Runs = None
     """Check these rows instead of measuring: a run directory, a group, a rows file"""
     topology: str = "auto"
     """auto (topology.json in the run), a gpulane topo --json file, live, or none"""
@@ -241,7 +264,7 @@ class AcceptConfig(CommonConfig):
     rules_file: str | None = None
     """Internal: the user's own rules file (give it as rules=PATH.yaml)"""
     # rule ids whose absence is accepted knowingly (accept --allow-skip RULE, repeatable)
-    allow_skip: Any = field(default_factory=list)
+    allow_skip: Words = field(default_factory=list)
     """Rule ids whose absence is accepted knowingly (accept --allow-skip RULE)"""
     out: str | None = None
     """Where accept.json, junit.xml and report.html go; null: the run's directory"""
@@ -253,7 +276,7 @@ class AcceptConfig(CommonConfig):
     """What is printed: table, markdown, json or none"""
     suite: SuiteConfig = field(default_factory=SuiteConfig)
     """The suite: suite.sweep, suite.copy, suite.topo, suite.tokens and their overrides"""
-    doctor: Any = "auto"  # auto, live or false (campaigns/accept/findings)
+    doctor: Switch = "auto"  # auto, live or false (campaigns/accept/findings)
     """gpulane doctor's checks as rules: auto, live or false"""
     # facts of the group, saved beside its runs
     gpus: int | None = None
@@ -266,17 +289,17 @@ class AcceptConfig(CommonConfig):
 class AdviseConfig(CommonConfig):
     model: Any = MISSING
     """A packaged model (llama3-70b, ...), your file model=PATH.yaml, or a HF config.json path"""
-    gpus: Any = "auto"
+    gpus: AutoOrInt = "auto"
     """GPUs to split into TP x PP; auto: the topology's, else the local ones"""
-    batch: Any = field(default_factory=lambda: [1, 32])
+    batch: Ints = field(default_factory=lambda: [1, 32])
     """Batch sizes: a comma list 1,32"""
-    input_len: Any = field(default_factory=lambda: [2048])
+    input_len: Ints = field(default_factory=lambda: [2048])
     """Prompt lengths: a comma list"""
-    output_len: Any = field(default_factory=lambda: [256])
+    output_len: Ints = field(default_factory=lambda: [256])
     """Generated tokens: a comma list"""
     dtype: str = "bf16"
     """bf16, fp16 or fp32"""
-    run: Any = None
+    run: Runs = None
     """Collective rows of the build: run directories, rows files, nccl-tests logs"""
     measure: bool = False
     """Measure what is missing now (a sweep, a short tokens run) instead of naming it"""
@@ -294,7 +317,7 @@ class AdviseConfig(CommonConfig):
     """Override: memory per GPU in GiB"""
     calibrate: bool = True
     """Calibrate compute on the token rows under run="""
-    micro_batches: Any = "auto"
+    micro_batches: AutoOrInt = "auto"
     """Pipeline micro-batches; auto: pp, capped at the batch"""
     prefill_chunk_tokens: int = 16384
     """A prefill runs in chunks of at most this many tokens"""
@@ -302,7 +325,7 @@ class AdviseConfig(CommonConfig):
     """Share of a GPU's memory the estimate may use"""
     format: str = "table"
     """table or json"""
-    gpu_specs: dict[str, Any] = field(default_factory=dict)
+    gpu_specs: GpuSpecs = field(default_factory=dict)
     """Achievable rates per GPU model: +gpu_specs.NAME={hbm_gbps: ..., tflops: ..., memory_gib: ...}"""
     projection: Any = None
     """Collectives over an unmeasured path: efficiency and latency_us per path kind"""

@@ -5,7 +5,8 @@ saves its configuration for the ranks (run id, world size, nodes, path label).""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+
+from gpulane.config.types import Size, Step
 
 
 @dataclass
@@ -39,7 +40,7 @@ class CommonConfig:
     """Internal: nodes of the run"""
     path: str | None = None
     """Internal: the path label between the ranks"""
-    hosts: Any = None
+    hosts: list[str] | None = None
     """Internal: the hosts of the run"""
 
 
@@ -47,11 +48,11 @@ class CommonConfig:
 class SizesConfig:
     """A sweep of message sizes as nccl-tests' -b -e -f -i take them (K/M/G binary)."""
 
-    min: Any = 8
+    min: Size = 8
     """Smallest message in bytes, K/M/G binary suffixes (nccl-tests -b)"""
-    max: Any = "auto"
+    max: Size = "auto"
     """Largest message (nccl-tests -e); auto: 1G on GPUs, 32M on CPUs"""
     factor: float | None = 2.0
     """Multiply the size by this at each step (nccl-tests -f) ..."""
-    step: Any = None
+    step: Step = None
     """... or add this many bytes at each step instead (nccl-tests -i)"""

@@ -1,25 +1,92 @@
-"""The launchers' settings (conf/launcher): local processes, mpirun, Slurm (submitit)."""
+"""The launchers' settings (conf/launcher): local processes, mpirun, Slurm (submitit).
+
+Each option is a subclass of :class:`LauncherConfig`; what a sweep, a copy, a token run or
+a campaign needs to know about a launcher is a property of its class (``remote_world``,
+``places_on_nodes``, ...), never its name. Its values are checked by its own
+``validate()``, called once by ``config.validate.check`` before any rank starts.
+``LAUNCHERS`` holds every option's class by name: the three below, and any a launcher
+module adds with ``gpulane.launch.registry.register_launcher``."""
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+
+from gpulane.config.choices import Bind, check_choices
+from gpulane.config.types import NodeList, SbatchArgs
+from gpulane.errors import InputError
 
 
 @dataclass
-class LocalLauncherConfig:
+class LauncherConfig:
+    """What every launcher option has: its name (the option chosen in conf/launcher)."""
+
+    name: str = "???"
+    """Internal: the option's name"""
+
+    @property
+    def remote_world(self) -> bool:
+        """The ranks (and their GPUs) are on other hosts: the world is resolved there, not
+        from this host's GPUs."""
+        return False
+
+    @property
+    def places_on_nodes(self) -> bool:
+        """It can put ranks on named nodes (a campaign's elements)."""
+        return False
+
+    @property
+    def on_this_host(self) -> bool:
+        """Every rank runs on this host (its cores and memory are the ranks')."""
+        return False
+
+    @property
+    def starts_mpi(self) -> bool:
+        """Its ranks are started by MPI (or a scheduler's PMI), so MPI sees one world."""
+        return False
+
+    @property
+    def runs_host_jobs(self) -> bool:
+        """It runs copy and token runs: ranks on this host, where their GPUs were counted."""
+        return False
+
+    @property
+    def resumes(self) -> bool:
+        """``resume=RUN`` can restart a run of this launcher from here."""
+        return False
+
+    def validate(self) -> None:
+        """One InputError for a value that cannot work."""
+        check_choices(self, "launcher.")
+
+
+@dataclass
+class LocalLauncherConfig(LauncherConfig):
     """Ranks as processes on this machine."""
 
     name: str = "local"
     """Internal: the option's name"""
     # none: the kernel places the ranks; core: rank r on one core of its own (the r-th of
     # the CPUs this process may use), as mpirun binds nccl-tests' ranks by default
-    bind: str = "none"
+    bind: Bind = "none"
     """none: the kernel places the ranks; core: each rank on a core of its own"""
+
+    @property
+    def on_this_host(self) -> bool:
+        return True
+
+    @property
+    def runs_host_jobs(self) -> bool:
+        return True
+
+    @property
+    def resumes(self) -> bool:
+        return True
 
 
 @dataclass
-class MpirunLauncherConfig:
+class MpirunLauncherConfig(LauncherConfig):
     """Ranks started by mpirun (Open MPI; MPICH's and Intel MPI's mpiexec too)."""
 
     name: str = "mpirun"
@@ -30,6 +97,18 @@ class MpirunLauncherConfig:
     """More mpirun arguments, e.g. [--bind-to,none]; the rank count comes from ranks="""
     hostfile: str | None = None
     """Hosts and slots of a multi-node run (--hostfile); null: this host or the allocation's"""
+
+    @property
+    def places_on_nodes(self) -> bool:
+        return True
+
+    @property
+    def on_this_host(self) -> bool:
+        return not self.hostfile
+
+    @property
+    def starts_mpi(self) -> bool:
+        return True
 
 
 @dataclass
@@ -45,9 +124,47 @@ class ContainerConfig:
     args: list[str] = field(default_factory=list)
     """Further srun arguments for the container runtime"""
 
+    def srun_args(self) -> list[str]:
+        """pyxis/enroot's srun options (none without an image)."""
+        if not self.image:
+            return []
+        args = [f"--container-image={self.image}"]
+        if self.mounts:
+            args.append("--container-mounts=" + ",".join(str(m) for m in self.mounts))
+        if self.workdir:
+            args.append(f"--container-workdir={self.workdir}")
+        return args + [str(a) for a in self.args]
+
+
+PATTERNS = ("allocation", "per-node", "pairs", "ring", "halving")
+
+
+def campaign_pattern(value: object) -> str:
+    """``launcher.pattern`` checked: one of PATTERNS, or several joined by ``+`` (or given
+    as a list), as ``per-node+allocation``."""
+    if value is None or value == "":
+        return "allocation"
+    parts = [str(v) for v in value] if isinstance(value, (list, tuple)) else str(value).split("+")
+    steps = [p.strip().replace("_", "-") for p in parts if p.strip()]
+    bad = [p for p in steps if p not in PATTERNS]
+    if bad or not steps:
+        raise InputError(
+            f"launcher.pattern: expected one of {', '.join(PATTERNS)} (or several joined by +), "
+            f"got {value!r}"
+        )
+    return "+".join(steps)
+
+
+def optional_whole(value: object, key: str, minimum: int) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise InputError(f"launcher.{key}: expected a whole number >= {minimum}, got {value!r}")
+    return value
+
 
 @dataclass
-class SlurmLauncherConfig:
+class SlurmLauncherConfig(LauncherConfig):
     """Ranks as Slurm tasks (submitit): one rank per GPU, or tasks_per_node on CPUs."""
 
     name: str = "slurm"
@@ -74,7 +191,7 @@ class SlurmLauncherConfig:
     """sbatch --cpus-per-task"""
     mem_gb: int | None = None
     """Memory per node in GB (--mem)"""
-    sbatch_args: dict[str, Any] = field(default_factory=dict)
+    sbatch_args: SbatchArgs = field(default_factory=dict)
     """Extra #SBATCH lines, e.g. +launcher.sbatch_args.reservation=acceptance"""
     srun_args: list[str] = field(default_factory=list)
     """Extra srun arguments, e.g. [--cpu-bind=none]"""
@@ -92,7 +209,7 @@ class SlurmLauncherConfig:
     """Seconds the tasks wait for each other at the rendezvous"""
     pattern: str = "allocation"
     """allocation, per-node, pairs, ring or halving (steps joined by +): a cluster campaign"""
-    nodelist: Any = None  # a hostlist string or a list of hosts
+    nodelist: NodeList = None  # a hostlist string or a list of hosts
     """The nodes of a pattern, a Slurm hostlist node[01-16]; null: sinfo's for the partition"""
     outlier_fraction: float = 0.1
     """A node (pair) this far below the median of its peers is named; exit 1"""
@@ -103,9 +220,71 @@ class SlurmLauncherConfig:
     pack: bool = False
     """Under -m: run every combination in one job instead of one array element each"""
 
+    @property
+    def remote_world(self) -> bool:
+        return True
 
-LAUNCHERS = {
+    @property
+    def places_on_nodes(self) -> bool:
+        return True
+
+    @property
+    def starts_mpi(self) -> bool:
+        return True  # srun --mpi=pmix
+
+    def validate(self) -> None:
+        super().validate()
+        optional_whole(self.nodes, "nodes", 1)
+        optional_whole(self.gpus_per_node, "gpus_per_node", 0)
+        optional_whole(self.tasks_per_node, "tasks_per_node", 1)
+        optional_whole(self.time, "time", 1)
+        optional_whole(self.cpus_per_task, "cpus_per_task", 1)
+        optional_whole(self.mem_gb, "mem_gb", 1)
+        if not hasattr(self.sbatch_args or {}, "items"):
+            raise InputError(
+                "launcher.sbatch_args: expected a mapping such as {reservation: x}, "
+                f"got {self.sbatch_args!r}"
+            )
+        campaign_pattern(self.pattern)
+        poll = self.poll_s
+        if not isinstance(poll, (int, float)) or isinstance(poll, bool) or poll <= 0:
+            raise InputError(f"launcher.poll_s: expected seconds > 0, got {poll!r}")
+        fraction = self.outlier_fraction
+        if (
+            isinstance(fraction, bool)
+            or not isinstance(fraction, (int, float))
+            or not 0 < fraction < 1
+        ):
+            raise InputError(
+                f"launcher.outlier_fraction: expected a fraction in (0, 1), got {fraction!r}"
+            )
+        good = self.halving_good
+        if good is not None and (isinstance(good, bool) or not isinstance(good, (int, float))):
+            raise InputError(f"launcher.halving_good: expected GB/s, got {good!r}")
+
+
+LAUNCHERS: dict[str, type[LauncherConfig]] = {
     "local": LocalLauncherConfig,
     "mpirun": MpirunLauncherConfig,
     "slurm": SlurmLauncherConfig,
 }
+
+
+# launcher=NAME -> its YAML, for a launcher module outside gpulane (conf/launcher has the
+# others); stored in Hydra's ConfigStore by config.store.register.
+LAUNCHER_YAMLS: dict[str, Path] = {}
+
+
+def add_launcher_config(name: str, schema: type[LauncherConfig], yaml: Path | None = None) -> None:
+    """Make ``launcher=NAME`` known to the configuration (its keys, help, loading); Hydra's
+    ConfigStore gets it from ``config.store.register`` (at once when that ran already).
+    Hydra is not imported here: a rank only reads its saved configuration."""
+    known = LAUNCHERS.get(name)
+    if known is not None and known is not schema:
+        raise ValueError(f"launcher {name!r} is registered twice ({known} and {schema})")
+    LAUNCHERS[name] = schema
+    if yaml is not None:
+        LAUNCHER_YAMLS[name] = yaml
+    store = sys.modules.get("gpulane.config.store")
+    if store is not None and store.registered():
+        store.store_launcher(name)

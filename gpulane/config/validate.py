@@ -1,19 +1,24 @@
-"""The checks every command's configuration passes before anything starts: values a type
-alone cannot rule out (a timeout of 0, a device that does not exist, ranks=0). What needs
-the collective specs or the GPUs (sizes, collectives, the placements a backend can run) is
-checked by the command's plan, also before any rank starts."""
+"""The checks every command's configuration passes before anything starts, in one place:
+values a type alone cannot rule out (a timeout of 0, a device that does not exist,
+ranks=0), the backend's and the launcher's own (their ``validate()``: backend.memory,
+launcher.bind, the Slurm keys), then the kind of every key that takes several kinds of
+value (``config.types.check_types``). What needs the collective specs or the GPUs (sizes,
+collectives, the placements a backend can run) is checked by the command's plan, also
+before any rank starts."""
 
 from __future__ import annotations
 
 import re
 from typing import Any
 
+from gpulane.config.backend import BackendConfig
 from gpulane.config.commands import CopyConfig, SweepConfig, TokensConfig
 from gpulane.config.common import CommonConfig
+from gpulane.config.launcher import LauncherConfig
+from gpulane.config.types import check_types
 from gpulane.errors import InputError
 
 DEVICES = ("auto", "cuda", "cpu")
-BINDS = ("none", "core")
 # A run id names a directory under results_dir: one safe path component.
 RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,127}")
 
@@ -38,16 +43,16 @@ def check(cfg: CommonConfig) -> None:
     if cfg.run_id is not None:
         check_run_id(cfg.run_id)
     launcher = getattr(cfg, "launcher", None)
-    bind = getattr(launcher, "bind", None)
-    if bind is not None and str(bind) not in BINDS:
-        raise InputError(f"launcher.bind: expected none or core, got {bind!r}")
+    if isinstance(launcher, LauncherConfig):
+        launcher.validate()
     device = getattr(cfg, "device", None)
     if device is not None and str(device).lower() not in DEVICES:
         raise InputError(f"device: expected auto, cuda or cpu, got {device!r}")
     if isinstance(cfg, (SweepConfig, TokensConfig)) and str(device).lower() == "cpu":
         check_preset(cfg, "cpu")
     if isinstance(cfg, SweepConfig):
-        check_backend(cfg.backend)
+        if isinstance(cfg.backend, BackendConfig):
+            cfg.backend.validate()
         auto_or_whole(cfg.ranks, "ranks")
         whole(cfg.warmup, "warmup", 0)
         whole(cfg.iters, "iters", 1)
@@ -81,6 +86,9 @@ def check(cfg: CommonConfig) -> None:
         whole(cfg.samples, "samples", 1)
         whole(cfg.warmup, "warmup", 0)
         whole(cfg.max_reps, "max_reps", 1)
+    # Keys of several kinds (ranks=auto|N, collectives=a word or a list), after the checks
+    # above that say more about the values they know.
+    check_types(cfg)
 
 
 LOCALIZE_PATTERNS = ("pairs", "halving", "ring")
@@ -113,28 +121,6 @@ def check_localize(cfg: SweepConfig) -> None:
         raise InputError(f"slow_ms: expected milliseconds >= 0, got {cfg.slow_ms!r}")
 
 
-CHOICES = {
-    "memory": ("torch", "nccl"),
-    "use_json": ("auto", "true", "false"),
-    "buffers": ("auto", "device", "host"),
-    "array": ("auto", "torch", "cupy"),
-    "loop": ("auto", "python", "c"),
-    "stream": ("own", "current"),
-}
-
-
-def check_backend(backend: Any) -> None:
-    """backend.* values that no rank could use."""
-    for key, allowed in CHOICES.items():
-        value = getattr(backend, key, None)
-        if value is not None and str(value).lower() not in allowed:
-            words = ", ".join(allowed[:-1]) + f" or {allowed[-1]}"
-            raise InputError(f"backend.{key}: expected {words}, got {value!r}")
-    memory = str(getattr(backend, "memory", "") or "nccl")  # auto's None: nccl's default
-    if getattr(backend, "register", False) and memory != "nccl":
-        raise InputError("backend.register=true needs backend.memory=nccl")
-
-
 def check_run_id(run_id: Any) -> str:
     """``run_id=NAME`` names the run directory: one path component of letters, digits and
     ``. _ + -`` (no ``/``, no leading dot, no spaces), so it cannot land outside
@@ -160,11 +146,11 @@ def check_preset(cfg: Any, device: str) -> None:
     preset = preset_name(cfg)
     if preset == "none":
         return
-    backend = str(getattr(getattr(cfg, "backend", None), "name", None) or "auto")
+    backend = getattr(cfg, "backend", None)  # none (tokens): torch.distributed's
     ignores = None
-    if backend == "mpi":
-        ignores = "backend=mpi (MPI moves the data, not NCCL)"
-    elif device == "cpu" and backend in ("auto", "torch"):
+    if isinstance(backend, BackendConfig) and not backend.uses_nccl:
+        ignores = f"backend={backend.name} (MPI moves the data, not NCCL)"
+    elif device == "cpu" and (not isinstance(backend, BackendConfig) or backend.gloo_on_cpus):
         ignores = "torch.distributed's gloo on CPU ranks"
     if ignores:
         raise InputError(

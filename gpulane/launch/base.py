@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpulane.config.launcher import LauncherConfig
+from gpulane.errors import InputError
 from gpulane.rundir import LOG_DIR
 
 POLL_S = 0.1
@@ -66,6 +68,34 @@ class Launcher(ABC):
     """Start / poll / cancel; one launch per instance."""
 
     name: str = "?"
+
+    @classmethod
+    def from_config(
+        cls, cfg: Any, config: LauncherConfig, device: str, needs_mpi: bool
+    ) -> Launcher:
+        """The launcher ``launcher=NAME`` asks for: ``config`` is ``cfg.launcher`` typed;
+        ``needs_mpi``: the ranks start MPI themselves."""
+        return cls()
+
+    @classmethod
+    def for_nodes(
+        cls, cfg: Any, config: LauncherConfig, device: str, nodes: list[str], prepared: Any
+    ) -> Launcher:
+        """The launcher of one campaign element, its ranks on ``nodes``."""
+        raise InputError(
+            f"launcher={config.name} cannot put ranks on named nodes; campaigns run on "
+            "launcher=slurm or launcher=mpirun"
+        )
+
+    @property
+    def on_this_host(self) -> bool:
+        """Every rank runs on this host, sharing its cores."""
+        return False
+
+    def lone_rank_warning(self) -> str | None:
+        """What to say when a collective run gets one rank from this launcher (how to ask
+        for more), None when one rank is what the user asked for."""
+        return None
 
     def check(self, spec: LaunchSpec) -> None:  # noqa: B027 - optional hook
         """Raise :class:`gpulane.errors.InputError`/``MissingComponent`` for what cannot

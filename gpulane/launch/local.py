@@ -14,8 +14,9 @@ import shutil
 import signal
 import subprocess
 import time
-from typing import IO
+from typing import IO, Any
 
+from gpulane.config.launcher import LauncherConfig, LocalLauncherConfig
 from gpulane.errors import InputError
 from gpulane.launch.base import (
     PEER_SYMPTOMS,
@@ -26,6 +27,7 @@ from gpulane.launch.base import (
     log_path,
     tail,
 )
+from gpulane.launch.registry import register_launcher
 from gpulane.launch.watchdog import OutputWatch, find_stall, stopped_ranks
 from gpulane.launch.worker import command as worker_command
 from gpulane.rank import free_port
@@ -36,8 +38,30 @@ from gpulane.rundir import HEARTBEAT_DIR, LOG_DIR, read_heartbeats, read_rank_er
 SETTLE_S = 3.0
 
 
+LOCAL_HOSTS = ("localhost", "127.0.0.1")
+
+
+@register_launcher("local", LocalLauncherConfig)
 class LocalLauncher(Launcher):
     name = "local"
+
+    @classmethod
+    def from_config(
+        cls, cfg: Any, config: LauncherConfig, device: str, needs_mpi: bool
+    ) -> Launcher:
+        return cls(bind=str(getattr(config, "bind", None) or "none"))
+
+    @classmethod
+    def for_nodes(
+        cls, cfg: Any, config: LauncherConfig, device: str, nodes: list[str], prepared: Any
+    ) -> Launcher:
+        if all(n in LOCAL_HOSTS for n in nodes):
+            return cls()
+        return super().for_nodes(cfg, config, device, nodes, prepared)
+
+    @property
+    def on_this_host(self) -> bool:
+        return True
 
     def __init__(self, bind: str = "none") -> None:
         self.bind = bind
@@ -52,7 +76,7 @@ class LocalLauncher(Launcher):
         self.result: LaunchResult | None = None
 
     def check(self, spec: LaunchSpec) -> None:
-        if spec.hosts and any(h not in ("localhost", "127.0.0.1") for h in spec.hosts):
+        if spec.hosts and any(h not in LOCAL_HOSTS for h in spec.hosts):
             raise InputError(
                 f"launcher=local runs on this host only, not on {', '.join(spec.hosts)}; "
                 "use launcher=slurm or launcher=mpirun for other hosts"

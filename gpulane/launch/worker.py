@@ -17,6 +17,7 @@ from typing import Any
 
 from gpulane.config.load import load_saved
 from gpulane.errors import GpulaneError
+from gpulane.launch.registry import discover as discover_launchers
 from gpulane.rank import RankContext, discover, make_context
 from gpulane.rundir import write_rank_error
 
@@ -44,6 +45,7 @@ def run_job(job: str, ctx: RankContext) -> None:
     """This rank's part of the run: the saved configuration, the job, and a user-facing
     error left where the launcher's watchdog finds it (and raised again)."""
     ctx.heartbeat(-1, "started")
+    discover_launchers()  # a launcher module's own configuration class, to read the saved one
     fn = load_job(job)
     try:
         fn(load_saved(ctx.run_dir, config_type(fn)), ctx)

@@ -41,7 +41,7 @@ def choose_backend(
     (cuda or cpu), and the line to show the user about the choice (None: nothing to say)."""
     line = None
     chosen_nccl = False
-    if str(cfg.backend.name) == "auto":
+    if cfg.backend.chosen_at_start:
         problem = probe() if device == "cuda" else "no GPU"
         if problem is None:
             cfg = dataclasses.replace(cfg, backend=_as_nccl(cfg.backend))
@@ -59,10 +59,10 @@ def choose_backend(
 
 def _as_nccl(auto: Any) -> NcclBackendConfig:
     return NcclBackendConfig(
-        memory=str(auto.memory or "nccl"),
+        memory=auto.memory or "nccl",
         register=bool(auto.register),
-        loop=str(auto.loop),
-        stream=str(auto.stream),
+        loop=auto.loop,
+        stream=auto.stream,
     )
 
 
@@ -78,7 +78,7 @@ def _as_torch(auto: Any, why: str) -> TorchBackendConfig:
             f"{' '.join(asked)} asked for backend=nccl, but backend=auto chose torch "
             f"({why}); set backend=nccl, or leave those out"
         )
-    return TorchBackendConfig(memory=str(auto.memory or "torch"))
+    return TorchBackendConfig(memory=auto.memory or "torch")
 
 
 def _overhead(cfg: SweepConfig, device: str, chosen_nccl: bool) -> bool:
@@ -86,7 +86,7 @@ def _overhead(cfg: SweepConfig, device: str, chosen_nccl: bool) -> bool:
     if asked == "auto":
         return chosen_nccl
     if asked == "true":
-        if str(cfg.backend.name) != "nccl" or device != "cuda":
+        if not cfg.backend.times_torch_beside or device != "cuda":
             raise InputError(
                 "torch_overhead=true compares torch.distributed with backend=nccl: it needs "
                 f"backend=nccl on GPUs (this run: backend={cfg.backend.name} on {device})"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from gpulane.config.commands import CopyConfig
 from gpulane.launch.base import LaunchSpec
-from gpulane.launch.local import LocalLauncher
+from gpulane.launch.registry import host_launcher
 from gpulane.rundir import make_run_dir, run_env, save_config
 from gpulane.session.run import RunSession, SessionSpec
 from gpulane.transfers.measure import load_torch
@@ -18,6 +18,7 @@ JOB = "gpulane.transfers.job:run_rank"
 
 
 def run_copy(cfg: CopyConfig) -> int:
+    launcher = host_launcher(cfg, "copies", "cuda")
     opts = read_options(cfg)
     count = int(load_torch().cuda.device_count())  # a clear error without a GPU
     gpus = parse_gpus(cfg.gpus, count)
@@ -33,4 +34,4 @@ def run_copy(cfg: CopyConfig) -> int:
     )
     session = RunSession(run, spec, CopyView(), env, progress=bool(cfg.progress))
     launch = LaunchSpec(run.path, 1, env, float(cfg.timeout_s), job=JOB, run_id=run.run_id)
-    return session.run_launch(LocalLauncher(), launch)
+    return session.run_launch(launcher, launch)

@@ -32,6 +32,7 @@ from gpulane.collectives.nccl_tests.live import LiveRows
 from gpulane.collectives.nccl_tests.outcome import Outcome, rows_of_outcome
 from gpulane.collectives.spec import collective
 from gpulane.collectives.table import SweepView
+from gpulane.config.backend import NcclTestsBackendConfig
 from gpulane.config.commands import SweepConfig
 from gpulane.errors import InputError
 from gpulane.launch.base import LaunchResult, LaunchSpec
@@ -120,6 +121,7 @@ def run_nccl_tests(
     cfg, plan, world = sweep.cfg, sweep.plan, sweep.world
     env = sweep.env if env is None else env
     backend = cfg.backend
+    assert isinstance(backend, NcclTestsBackendConfig)
     binaries = {op: collective(op).binary for op in plan.collectives}
     found = find_binaries(sorted(set(binaries.values())), backend.home)
     use_json = str(backend.use_json).lower()

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from gpulane.collectives.plan import SweepPlan, build_plan
+from gpulane.config.capabilities import backend_of, launcher_of
 from gpulane.config.commands import SweepConfig
 from gpulane.config.validate import check_preset
 from gpulane.errors import InputError, MissingComponent
@@ -60,26 +61,26 @@ def job_of(cfg: SweepConfig) -> str:
 def _remote_world(cfg: SweepConfig) -> bool:
     """The ranks run on other nodes (Slurm's): the GPUs are not counted here, and the
     launcher's settings (nodes, tasks, pattern, packing) say the world."""
-    return str(cfg.launcher.name) == "slurm"
+    return launcher_of(cfg).remote_world
 
 
 def _runs_own_program(cfg: SweepConfig) -> bool:
     """The backend is the user's own binaries (nccl-tests), not gpulane's ranks."""
-    return str(cfg.backend.name) == "nccl_tests"
+    return backend_of(cfg).runs_program
 
 
 def uses_nccl(cfg: SweepConfig, device: str) -> bool:
     """Whether the ranks run NCCL: then they are asked for its init lines (the transport)."""
-    return device != "cpu" and str(cfg.backend.name) in ("torch", "nccl", "nccl_tests")
+    return device != "cpu" and backend_of(cfg).uses_nccl
 
 
 def _needs_mpi(cfg: SweepConfig) -> bool:
     """The backend's ranks start MPI themselves (mpi4py): once per process."""
-    return str(cfg.backend.name) == "mpi"
+    return backend_of(cfg).needs_mpi
 
 
-def _needs_gpus(backend: str) -> bool:
-    return backend in ("nccl", "nccl_tests")
+def _needs_gpus(cfg: SweepConfig) -> bool:
+    return backend_of(cfg).needs_gpus
 
 
 def _launcher_settings(cfg: SweepConfig, needs_mpi: bool | None = None) -> Any:
@@ -95,14 +96,14 @@ def resolve_world(cfg: SweepConfig) -> tuple[int, str]:
     """(ranks, device) from ranks=auto|N and device=auto|cuda|cpu and the GPUs present."""
     device = str(cfg.device).lower()
     backend = str(cfg.backend.name)
-    if _needs_gpus(backend) and device == "cpu":
+    if _needs_gpus(cfg) and device == "cpu":
         raise InputError(f"backend={backend} needs GPUs; use backend=torch or backend=mpi on CPUs")
     gpus = local_gpus() if device != "cpu" else 0
     ranks = cfg.ranks
     if device == "auto":
         wanted = gpus if str(ranks) == "auto" else int(ranks)
         device = "cuda" if gpus >= 1 and gpus >= wanted else "cpu"
-        if device == "cpu" and _needs_gpus(backend):
+        if device == "cpu" and _needs_gpus(cfg):
             raise MissingComponent(f"backend={backend} needs GPUs and torch sees none")
     n = (gpus if device == "cuda" else 2) if str(ranks) == "auto" else int(ranks)
     if device == "cuda":

@@ -99,22 +99,15 @@ def launch_warnings(spec: SessionSpec, launcher: Launcher, launch: LaunchSpec) -
             "(a smaller sizes.max or fewer collectives is faster)"
         )
     cores = usable_cores()
-    on_this_host = launcher.name == "local" or (
-        launcher.name == "mpirun"
-        and not getattr(getattr(launcher, "settings", None), "hostfile", None)
-    )
-    if on_this_host and launch.nprocs > cores:
+    if launcher.on_this_host and launch.nprocs > cores:
         out.append(
             f"# warning: {launch.nprocs} ranks on {cores} core(s): the ranks take turns, "
             f"every point is slower and timeout_s={spec_timeout(launch)} may end the run; "
             f"use ranks<={cores} or raise timeout_s"
         )
-    if launcher.name == "slurm" and spec.kind == "collective" and launch.nprocs == 1:
-        out.append(
-            "# warning: 1 rank in this Slurm job: a collective of one rank moves nothing "
-            "(busbw 0); ask for several with launcher.tasks_per_node=N (CPU nodes), "
-            "launcher.gpus_per_node=N or launcher.nodes=N"
-        )
+    lone = launcher.lone_rank_warning() if launch.nprocs == 1 else None
+    if lone and spec.kind == "collective":
+        out.append(f"# warning: {lone}")
     return out
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from gpulane.collectives.plan import SweepPlan, build_plan, rounding_notes
 from gpulane.collectives.table import SweepView
+from gpulane.config.capabilities import backend_of, launcher_of
 from gpulane.config.commands import SweepConfig
 from gpulane.config.load import load_saved
 from gpulane.config.validate import check_preset
@@ -156,7 +157,7 @@ def resume(cfg: SweepConfig) -> int:
     if not (path / CONFIG_FILE).is_file():
         raise InputError(f"resume: {path} is not a gpulane run directory (no {CONFIG_FILE})")
     saved = load_saved(path, SweepConfig)
-    if str(saved.launcher.name) != "local" or str(saved.backend.name) == "nccl_tests":
+    if not launcher_of(saved).resumes or backend_of(saved).runs_program:
         raise InputError("resume: only runs of the local launcher can be resumed here")
     run = RunDir(str(saved.run_id), path, str(saved.build))
     # The ranks read resume=true from the saved configuration.

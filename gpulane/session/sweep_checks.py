@@ -9,6 +9,8 @@ from gpulane.collectives.backends.base import Backend
 from gpulane.collectives.pattern import CHUNK
 from gpulane.collectives.plan import SweepPlan
 from gpulane.collectives.sweep import BACKENDS, backend_class
+from gpulane.config.backend import BACKENDS as BACKEND_CONFIGS
+from gpulane.config.capabilities import backend_of, launcher_of
 from gpulane.config.commands import SweepConfig
 from gpulane.errors import InputError
 from gpulane.topology.memory import gpu_memory, host_available_bytes
@@ -22,7 +24,7 @@ def _others_that_run(op: str, placements: list[bool], current: str, device: str)
     """Backends (other than ``current``) that run ``op`` in every one of ``placements``."""
     out = []
     for name in BACKENDS:
-        if name == current or (name == "nccl" and device == "cpu"):
+        if name == current or (BACKEND_CONFIGS[name]().needs_gpus and device == "cpu"):
             continue
         cls = backend_class(name)
         if cls is not None and all(cls.placement_problem(op, ip) is None for ip in placements):
@@ -77,7 +79,7 @@ def host_buffers(cfg: SweepConfig, device: str) -> bool | None:
         return True
     if str(getattr(cfg.backend, "buffers", "auto") or "auto").lower() == "host":
         return True
-    if str(cfg.backend.name) == "mpi":
+    if backend_of(cfg).needs_mpi:
         from gpulane.collectives.backends.mpi_library import ompi_built_with_cuda
 
         return True if ompi_built_with_cuda() is False else None
@@ -90,7 +92,7 @@ def check_inputs(cfg: SweepConfig, plan: SweepPlan, device: str) -> None:
     cls = backend_class(name)
     if cls is None:
         return
-    host = host_buffers(cfg, device) if name == "mpi" else device == "cpu"
+    host = host_buffers(cfg, device) if backend_of(cfg).needs_mpi else device == "cpu"
     problems: dict[str, list[str]] = {}
     for op in plan.collectives:
         for dt in plan.dtypes:
@@ -104,9 +106,11 @@ def check_inputs(cfg: SweepConfig, plan: SweepPlan, device: str) -> None:
 
 def check_launcher(cfg: SweepConfig, ranks: int) -> None:
     """backend=mpi needs its ranks started by MPI: the local launcher cannot."""
-    if str(cfg.backend.name) == "mpi" and str(cfg.launcher.name) == "local" and ranks > 1:
+    backend, launcher = backend_of(cfg), launcher_of(cfg)
+    if backend.needs_mpi and not launcher.starts_mpi and ranks > 1:
         raise InputError(
-            f"backend=mpi needs ranks started by MPI, but launcher=local would start {ranks} "
+            f"backend={backend.name} needs ranks started by MPI, but launcher={launcher.name} "
+            f"would start {ranks} "
             "processes that MPI sees each alone; add launcher=mpirun, or start gpulane with "
             "mpirun / srun --mpi=pmix"
         )
@@ -142,7 +146,7 @@ def check_memory(cfg: SweepConfig, plan: SweepPlan, ranks: int, device: str) -> 
     """Refuse sizes whose buffers do not fit: on GPUs, each rank's in its GPU's free memory
     (NVML, no CUDA context); on CPUs, all ranks' together in the host's available memory.
     Unknown memory (no NVML, no /proc/meminfo) checks nothing: the ranks find out."""
-    if str(cfg.launcher.name) == "slurm" or getattr(cfg.launcher, "hostfile", None):
+    if not launcher_of(cfg).on_this_host:
         return  # the ranks run on other hosts
     need, where = bytes_per_rank(plan, ranks, backend_class(str(cfg.backend.name)))
     hint = "lower sizes.max"

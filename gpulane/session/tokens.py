@@ -13,7 +13,7 @@ from gpulane.inference.batching import configs
 from gpulane.inference.plan import check_memory, resolve
 from gpulane.inference.table import TokensView
 from gpulane.launch.base import LaunchSpec
-from gpulane.launch.local import LocalLauncher
+from gpulane.launch.registry import host_launcher
 from gpulane.rundir import make_run_dir, rank_env, run_env, save_config
 from gpulane.session.run import RunSession, SessionSpec
 from gpulane.session.world import local_gpus, local_path_label
@@ -30,6 +30,7 @@ def run_tokens(cfg: TokensConfig) -> int:
         return run_vllm(cfg, stdout)
     if engine != "gpulane":
         raise InputError(f"engine: expected gpulane or vllm, got {engine!r}")
+    launcher = host_launcher(cfg, "token runs", "cuda")
     shape, full_layers, tp, pp, device = resolve(cfg, local_gpus())
     check_preset(cfg, device)
     runs = configs(cfg)  # validates batch, input_len, output_len
@@ -68,8 +69,8 @@ def run_tokens(cfg: TokensConfig) -> int:
     launch = LaunchSpec(
         run.path, world, ranks_env, float(cfg.timeout_s), job=JOB, run_id=run.run_id
     )
-    return session.run_launch(LocalLauncher(), launch)
+    return session.run_launch(launcher, launch)
 
 
 def _row_fields(cfg: TokensConfig) -> dict[str, Any]:
-    return {"model": str(cfg.shape["name"]), "tp": int(cfg.tp), "pp": int(cfg.pp)}
+    return {"model": str((cfg.shape or {})["name"]), "tp": int(cfg.tp), "pp": int(cfg.pp)}

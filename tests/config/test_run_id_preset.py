@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from gpulane.config.backend import BACKENDS
 from gpulane.config.commands import SweepConfig
 from gpulane.config.validate import check_preset, check_run_id
 from gpulane.errors import InputError
@@ -66,7 +67,7 @@ class _Named:
 class _Cfg:
     def __init__(self, preset: str, backend: str) -> None:
         self.preset = _Named(preset)
-        self.backend = _Named(backend)
+        self.backend = BACKENDS[backend]()  # the option's own class, as Hydra composes it
 
 
 @pytest.mark.parametrize(

@@ -28,7 +28,9 @@ from typing import Any
 
 from gpulane.analysis.rules import FAIL, PASS, Check
 from gpulane.analysis.store import TOPOLOGY_FILE
+from gpulane.config.capabilities import as_launcher
 from gpulane.config.commands import AcceptConfig
+from gpulane.config.launcher import LocalLauncherConfig
 from gpulane.rundir import run_env
 from gpulane.session.output import Say, stdout
 from gpulane.topology.model import Topology
@@ -112,9 +114,9 @@ def hydra_value(value: Any) -> str:
 
 def launcher_overrides(launcher: Any) -> list[str]:
     """``launcher=NAME`` and every ``launcher.KEY=VALUE`` of the accept configuration, for
-    the sweep (nothing for the local launcher, the sweep's own default). A free mapping
-    (sbatch_args) goes whole; a settings group (container) key by key."""
-    if launcher is None or str(launcher.name) == "local":
+    the sweep (nothing for the sweep's own default, the local launcher as it comes). A
+    free mapping (sbatch_args) goes whole; a settings group (container) key by key."""
+    if launcher is None or as_launcher(launcher) == LocalLauncherConfig():
         return []
     from omegaconf import DictConfig, OmegaConf
 

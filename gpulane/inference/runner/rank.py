@@ -38,7 +38,7 @@ class Runner(Prefill, Decode, RowBuilder):
         from gpulane.inference.model import Comm, Init, Stage
         from gpulane.inference.shapes import shape_from_config
 
-        self.shape: ModelShape = shape_from_config(cfg.shape)
+        self.shape: ModelShape = shape_from_config(cfg.shape or {})
         self.full_layers = int(cfg.full_layers or self.shape.num_layers)
         self.tp, self.pp = int(cfg.tp), int(cfg.pp)
         if self.tp * self.pp != ctx.world_size:

@@ -14,10 +14,12 @@ import shlex
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
+from gpulane.config.backend import BackendConfig
+from gpulane.config.launcher import LauncherConfig, MpirunLauncherConfig
 from gpulane.errors import InputError
 from gpulane.launch.base import Launcher, LaunchResult, LaunchSpec, log_path
 from gpulane.launch.mpirun.command import (
@@ -33,6 +35,7 @@ from gpulane.launch.mpirun.command import (
     rank_env,
 )
 from gpulane.launch.mpirun.failure import MPIRUN_LOG, describe_failure, stop
+from gpulane.launch.registry import register_launcher
 from gpulane.launch.watchdog import OutputWatch, find_stall
 from gpulane.launch.worker import command as worker_command
 from gpulane.rank import free_port
@@ -40,15 +43,41 @@ from gpulane.rundir import LOG_DIR, read_rank_errors
 
 
 @dataclass
-class MpirunSettings:
-    command: str = "mpirun"
-    hostfile: str | None = None
-    extra_args: list[str] = field(default_factory=list)
+class MpirunSettings(MpirunLauncherConfig):
+    """``launcher.*`` of launcher=mpirun (its keys are :class:`MpirunLauncherConfig`'s),
+    and whether the ranks import mpi4py."""
+
     needs_mpi4py: bool = False  # the ranks import mpi4py: check it loads under this mpirun
 
 
+@register_launcher("mpirun", MpirunLauncherConfig)
 class MpirunLauncher(Launcher):
     name = "mpirun"
+
+    @classmethod
+    def from_config(
+        cls, cfg: Any, config: LauncherConfig, device: str, needs_mpi: bool
+    ) -> Launcher:
+        assert isinstance(config, MpirunLauncherConfig)
+        backend = getattr(cfg, "backend", None)
+        return cls(
+            MpirunSettings(
+                command=str(config.command or "mpirun"),
+                hostfile=str(config.hostfile) if config.hostfile else None,
+                extra_args=[str(a) for a in config.extra_args or []],
+                needs_mpi4py=needs_mpi and isinstance(backend, BackendConfig) and backend.needs_mpi,
+            )
+        )
+
+    @classmethod
+    def for_nodes(
+        cls, cfg: Any, config: LauncherConfig, device: str, nodes: list[str], prepared: Any
+    ) -> Launcher:
+        return cls.from_config(cfg, config, device, needs_mpi=True)
+
+    @property
+    def on_this_host(self) -> bool:
+        return not self.settings.hostfile
 
     def __init__(self, settings: MpirunSettings) -> None:
         self.settings = settings

@@ -13,8 +13,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from gpulane.config.launcher import LauncherConfig, SlurmLauncherConfig
 from gpulane.errors import InputError, RunFailed
 from gpulane.launch.base import Launcher, LaunchResult, LaunchSpec
+from gpulane.launch.registry import register_launcher
 from gpulane.launch.slurm.diagnose import TaskFailure, diagnose, lost_nodes, state_words
 from gpulane.launch.slurm.monitor import (
     FINAL_STATES,
@@ -23,14 +25,41 @@ from gpulane.launch.slurm.monitor import (
     Waiter,
     wait_until_gone,
 )
-from gpulane.launch.slurm.settings import SlurmSettings, executor_parameters, make_executor
+from gpulane.launch.slurm.settings import (
+    SlurmSettings,
+    element_settings,
+    executor_parameters,
+    make_executor,
+    settings,
+)
 from gpulane.launch.slurm.task import program_task, slurm_task
 from gpulane.rank import expand_hostlist
 from gpulane.rundir import read_heartbeats, read_rank_errors
 
 
+@register_launcher("slurm", SlurmLauncherConfig)
 class SlurmLauncher(Launcher):
     name = "slurm"
+
+    @classmethod
+    def from_config(
+        cls, cfg: Any, config: LauncherConfig, device: str, needs_mpi: bool
+    ) -> Launcher:
+        return cls(settings(cfg, needs_mpi=needs_mpi), device)
+
+    @classmethod
+    def for_nodes(
+        cls, cfg: Any, config: LauncherConfig, device: str, nodes: list[str], prepared: Any
+    ) -> Launcher:
+        s = prepared if isinstance(prepared, SlurmSettings) else settings(cfg, needs_mpi=True)
+        return cls(element_settings(s, len(nodes)), device)
+
+    def lone_rank_warning(self) -> str | None:
+        return (
+            "1 rank in this Slurm job: a collective of one rank moves nothing "
+            "(busbw 0); ask for several with launcher.tasks_per_node=N (CPU nodes), "
+            "launcher.gpus_per_node=N or launcher.nodes=N"
+        )
 
     def __init__(self, settings: SlurmSettings, device: str = "cpu") -> None:
         self.settings = settings

@@ -4,67 +4,40 @@ hydra-submitit-launcher are given for them."""
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gpulane.config.capabilities import backend_of
 from gpulane.config.common import CommonConfig
+from gpulane.config.launcher import (
+    PATTERNS,
+    ContainerConfig,
+    SlurmLauncherConfig,
+    campaign_pattern,
+)
 from gpulane.config.load import as_dict
-from gpulane.errors import InputError, MissingComponent
+from gpulane.errors import MissingComponent
 
-PATTERNS = ("allocation", "per-node", "pairs", "ring", "halving")
+__all__ = ["PATTERNS", "SlurmSettings", "campaign_pattern", "settings"]
 
 
-@dataclass(frozen=True)
-class SlurmSettings:
-    nodes: int = 1
-    gpus_per_node: int | None = None
-    tasks_per_node: int = 1
-    partition: str | None = None
-    account: str | None = None
-    qos: str | None = None
-    time_min: int = 60
-    constraint: str | None = None
-    exclusive: bool = False
-    cpus_per_task: int | None = None
-    mem_gb: int | None = None
-    sbatch_args: dict[str, Any] = field(default_factory=dict)
-    srun_args: list[str] = field(default_factory=list)
-    setup: list[str] = field(default_factory=list)
-    folder: str = "slurm"
-    wait: bool = True
-    poll_s: float = 2.0
-    startup_s: float = 600.0
-    # allocation, per-node, pairs, ring, halving, or steps joined by "+" (campaigns/run.py)
-    pattern: str = "allocation"
-    pack: bool = False  # under -m: every combination in one job (slurm_patterns)
+@dataclass
+class SlurmSettings(SlurmLauncherConfig):
+    """``launcher.*`` of launcher=slurm, checked and worked out: the keys are
+    :class:`SlurmLauncherConfig`'s (defined once there); here ``tasks_per_node`` is the
+    ranks per node it comes to, and ``srun_args`` hold the container's and MPI's too."""
+
+    tasks_per_node: int = 1  # type: ignore[assignment]
+    """Internal: ranks per node, worked out"""
+
+    @property
+    def time_min(self) -> int:
+        return self.time
 
     @property
     def world_size(self) -> int:
         return self.nodes * self.tasks_per_node
-
-
-def _opt_int(section: Any, key: str, minimum: int) -> int | None:
-    value = section.get(key)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise InputError(f"launcher.{key}: expected a whole number >= {minimum}, got {value!r}")
-    return value
-
-
-def _opt_str(section: Any, key: str) -> str | None:
-    value = section.get(key)
-    return None if value in (None, "") else str(value)
-
-
-def _str_list(section: Any, key: str) -> list[str]:
-    value = section.get(key)
-    if value is None:
-        return []
-    if isinstance(value, str):
-        return [value]
-    return [str(v) for v in value]
 
 
 def tasks_per_node(tasks: int | None, gpus: int | None) -> int:
@@ -76,78 +49,74 @@ def tasks_per_node(tasks: int | None, gpus: int | None) -> int:
 
 def container_srun_args(container: Any) -> list[str]:
     """pyxis/enroot's srun options from ``launcher.container``."""
-    if container is None or not container.get("image"):
+    if container is None:
         return []
-    args = [f"--container-image={container['image']}"]
-    mounts = _str_list(container, "mounts")
-    if mounts:
-        args.append("--container-mounts=" + ",".join(mounts))
-    if container.get("workdir"):
-        args.append(f"--container-workdir={container['workdir']}")
-    return args + _str_list(container, "args")
+    if isinstance(container, ContainerConfig):
+        return container.srun_args()
+    return ContainerConfig(**dict(container)).srun_args()
 
 
-def campaign_pattern(value: Any) -> str:
-    """``launcher.pattern`` checked: one of PATTERNS, or several joined by ``+`` (or given
-    as a list), as ``per-node+allocation``."""
-    if value is None or value == "":
-        return "allocation"
-    parts = [str(v) for v in value] if isinstance(value, (list, tuple)) else str(value).split("+")
-    steps = [p.strip().replace("_", "-") for p in parts if p.strip()]
-    bad = [p for p in steps if p not in PATTERNS]
-    if bad or not steps:
-        raise InputError(
-            f"launcher.pattern: expected one of {', '.join(PATTERNS)} (or several joined by +), "
-            f"got {value!r}"
-        )
-    return "+".join(steps)
+def slurm_config(node: Any) -> SlurmLauncherConfig:
+    """``launcher.*`` as :class:`SlurmLauncherConfig`, values as given (its ``validate``
+    says what is wrong with them, in its words)."""
+    if isinstance(node, SlurmLauncherConfig):
+        return node
+    data = dict(as_dict(node))
+    known = {f.name for f in dataclasses.fields(SlurmLauncherConfig)}
+    values = {k: v for k, v in data.items() if k in known and k != "name"}
+    if isinstance(values.get("container"), dict):
+        values["container"] = ContainerConfig(**values["container"])
+    return SlurmLauncherConfig(**values)
+
+
+def _text(value: Any) -> str | None:
+    return None if value in (None, "") else str(value)
 
 
 def settings(cfg: CommonConfig, needs_mpi: bool | None = None) -> SlurmSettings:
     """Checked launcher settings from ``cfg.launcher``; ``needs_mpi``: the ranks start MPI
-    (None: when the backend is mpi)."""
-    sec = as_dict(cfg.launcher)  # type: ignore[attr-defined]
-    nodes = _opt_int(sec, "nodes", 1) or 1
-    gpus = _opt_int(sec, "gpus_per_node", 0) or None
-    tasks = tasks_per_node(_opt_int(sec, "tasks_per_node", 1), gpus)
-    time_min = _opt_int(sec, "time", 1) or 60
-    sbatch = sec.get("sbatch_args") or {}
-    if not hasattr(sbatch, "items"):
-        raise InputError(
-            f"launcher.sbatch_args: expected a mapping such as {{reservation: x}}, got {sbatch!r}"
-        )
-    srun = _str_list(sec, "srun_args") + container_srun_args(sec.get("container"))
+    (None: when the backend does)."""
+    config = slurm_config(cfg.launcher)  # type: ignore[attr-defined]
+    config.validate()
+    gpus = config.gpus_per_node or None
+    srun = [str(a) for a in config.srun_args or []] + container_srun_args(config.container)
     if needs_mpi is None:
         backend = getattr(cfg, "backend", None)
-        needs_mpi = backend is not None and str(backend.name) == "mpi"
+        needs_mpi = backend not in (None, "???") and backend_of(cfg).needs_mpi
     if needs_mpi:
         srun = _mpi_srun_args(srun)
-    pattern = campaign_pattern(sec.get("pattern"))
-    poll = sec.get("poll_s", 2.0)
-    if not isinstance(poll, (int, float)) or isinstance(poll, bool) or poll <= 0:
-        raise InputError(f"launcher.poll_s: expected seconds > 0, got {poll!r}")
-    return SlurmSettings(
-        nodes=nodes,
+    values = {f.name: getattr(config, f.name) for f in dataclasses.fields(SlurmLauncherConfig)}
+    values.update(
+        nodes=config.nodes or 1,
         gpus_per_node=gpus,
-        tasks_per_node=tasks,
-        partition=_opt_str(sec, "partition"),
-        account=_opt_str(sec, "account"),
-        qos=_opt_str(sec, "qos"),
-        time_min=time_min,
-        constraint=_opt_str(sec, "constraint"),
-        exclusive=bool(sec.get("exclusive") or False),
-        cpus_per_task=_opt_int(sec, "cpus_per_task", 1),
-        mem_gb=_opt_int(sec, "mem_gb", 1),
-        sbatch_args={str(k): v for k, v in sbatch.items()},
+        tasks_per_node=tasks_per_node(config.tasks_per_node, gpus),
+        partition=_text(config.partition),
+        account=_text(config.account),
+        qos=_text(config.qos),
+        time=config.time or 60,
+        constraint=_text(config.constraint),
+        exclusive=bool(config.exclusive or False),
+        sbatch_args={str(k): v for k, v in (config.sbatch_args or {}).items()},
         srun_args=srun,
-        setup=_str_list(sec, "setup"),
-        folder=str(sec.get("folder") or "slurm"),
-        wait=bool(sec.get("wait", True)),
-        poll_s=float(poll),
-        startup_s=float(sec.get("startup_s") or 600),
-        pattern=pattern,
-        pack=bool(sec.get("pack") or False),
+        setup=[str(x) for x in config.setup or []],
+        folder=str(config.folder or "slurm"),
+        wait=bool(config.wait),
+        poll_s=float(config.poll_s),
+        startup_s=float(config.startup_s or 600),
+        pattern=campaign_pattern(config.pattern),
+        pack=bool(config.pack or False),
     )
+    return SlurmSettings(**values)
+
+
+def element_settings(s: SlurmSettings, nodes: int) -> SlurmSettings:
+    """The Slurm settings of one campaign element's job: ``nodes`` nodes, one job (no
+    pattern, no packing), and not requeued: a job that loses a node ends NODE_FAIL, which
+    names the node, instead of going back to the queue to wait for it."""
+    args = dict(s.sbatch_args)
+    if not any(str(k).replace("_", "-") in ("requeue", "no-requeue") for k in args):
+        args["no_requeue"] = True
+    return dataclasses.replace(s, nodes=nodes, pattern="allocation", pack=False, sbatch_args=args)
 
 
 def _mpi_srun_args(srun: list[str]) -> list[str]:
