@@ -21,8 +21,12 @@ Prints a Markdown table in the form of the 2-GPU held-out table (``heldout.py``)
 model, split, batch and prompt length: predicted and measured prefill and decode tokens/s
 and the error; per model, batch and prompt length whether the split the advisor predicts
 best (most decode tok/s; shortest TTFT) is the measured best; then the decode ratios.
-Exit 0 when every figure is within 15 % and every pick right, 1 otherwise (or when
-nothing was measured).
+Where a split with a prediction has no runs (a call cut for budget), the recommendation
+of that case is not judged ("-"); two more columns judge the advisor's best among the
+splits that were measured, a recommended split that was not is marked "(not measured)",
+and the summary line names those cases.
+Exit 0 when every figure is measured and within 15 % and every pick right, 1 otherwise
+(or when nothing was measured).
 """
 
 from __future__ import annotations
@@ -95,7 +99,10 @@ def picks(
     meas: dict[tuple[Any, ...], dict[str, Any]],
 ) -> list[dict[str, Any]]:  # fmt: skip
     """The split predicted best and the measured best, for decode (most tok/s) and
-    prefill (shortest TTFT), over the splits both have."""
+    prefill (shortest TTFT). ``right`` judges the recommendation only where every split
+    with a prediction was measured; ``measured_right`` judges the advisor's order among
+    the splits that were (its best of those against their measured best; None with
+    fewer than 2), and ``recommended_measured`` says whether the recommended split was."""
     out = []
     for goal in ("decode", "prefill"):
         names = [n for n in SPLITS if n in pred]
@@ -108,14 +115,18 @@ def picks(
             return None if row is None else -float(row["tokens_per_s"])
 
         rec = min(names, key=predicted) if names else None
-        scored = [(measured(n), n) for n in names]
-        have = [s for s in scored if s[0] is not None]
-        best = min(have)[1] if have else None
+        got = {n: m for n in names if (m := measured(n)) is not None}
+        have = list(got)
+        best = min(have, key=got.__getitem__) if have else None
         complete = len(have) == len(names) and len(names) > 1
+        among = min(have, key=predicted) if len(have) > 1 else None
         out.append({
             "model": model, "batch": batch, "input_len": input_len, "goal": goal,
             "recommended": rec, "measured_best": best,
             "right": (rec == best) if complete else None,
+            "recommended_measured": rec in have,
+            "predicted_best_measured": among,
+            "measured_right": None if among is None else among == best,
         })  # fmt: skip
     return out
 
@@ -180,19 +191,34 @@ def advice_table(out: Path, gpu: str) -> tuple[list[str], list[dict[str, Any]], 
     ok = sum(abs(f["error"]) <= TARGET for f in within)
     right = sum(bool(p["right"]) for p in choice if p["right"] is not None)
     judged = sum(p["right"] is not None for p in choice)
+    # where a split was not measured (a call cut for budget) the recommendation is not
+    # judged; the advisor's order among the splits that were is, in two more columns
+    partial = any(p["right"] is None and p["measured_best"] for p in choice)
+    head = "| model | batch | input | best for | recommended | measured best | right |"
+    if partial:
+        head += " of the measured splits: predicted best | right |"
+
+    def yes(v: bool | None) -> str:
+        return "-" if v is None else ("yes" if v else "NO")
+
+    def pick_line(p: dict[str, Any]) -> str:
+        rec = (
+            p["recommended"] if p["recommended_measured"] else f"{p['recommended']} (not measured)"
+        )
+        line = (f"| {p['model']} | {p['batch']} | {p['input_len']} | {p['goal']} | {rec} | "
+                f"{p['measured_best'] or '-'} | {yes(p['right'])} |")  # fmt: skip
+        if partial:
+            line += f" {p['predicted_best_measured'] or '-'} | {yes(p['measured_right'])} |"
+        return line
+
     text = [
         *heads,
         "",
         *lines,
         "",
-        "| model | batch | input | best for | recommended | measured best | right |",
-        "|---|---|---|---|---|---|---|",
-        *[
-            f"| {p['model']} | {p['batch']} | {p['input_len']} | {p['goal']} | "
-            f"{p['recommended']} | {p['measured_best'] or '-'} | "
-            f"{'-' if p['right'] is None else ('yes' if p['right'] else 'NO')} |"
-            for p in choice
-        ],
+        head,
+        "|---|---|---|---|---|---|---|" + ("---|---|" if partial else ""),
+        *[pick_line(p) for p in choice],
     ]
     return text, figures + choice, ok, len(within), right, judged
 
@@ -309,17 +335,28 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     text, rows, ok, n, right, judged = advice_table(out, args.gpu)
     ratio_lines, ratio_rows = ratio_table(out, args.dense)
-    doc = "\n".join([
-        *text, "",
-        f"# within {100 * TARGET:.0f}%: {ok} of {n} figures; recommendation right in "
-        f"{right} of {judged} cases", "", *ratio_lines, *profile_table(out),
-    ])  # fmt: skip
+    summary = (f"# within {100 * TARGET:.0f}%: {ok} of {n} figures; recommendation right in "
+               f"{right} of {judged} cases")  # fmt: skip
+    unmeasured = [r for r in rows if "error" in r and r["measured_tokens_per_s"] is None]
+    among = [r for r in rows if r.get("right") is None and r.get("measured_right") is not None]
+    if unmeasured:
+        gaps = [f"{r['model']} batch {r['batch']} input {r['input_len']} {r['goal']}: "
+                f"{r['recommended']}" for r in among if not r["recommended_measured"]]  # fmt: skip
+        summary += (
+            f"; {len(unmeasured)} predicted figures not measured; among the measured splits "
+            f"the advisor's best right in {sum(bool(r['measured_right']) for r in among)} of "
+            f"{len(among)} cases; recommended split not measured in {len(gaps)}"
+            + (f" ({'; '.join(gaps)})" if gaps else "")
+        )
+    doc = "\n".join([*text, "", summary, "", *ratio_lines, *profile_table(out)])
     print(doc)
     if args.md:
         args.md.write_text(doc + "\n")
     if args.rows:
         args.rows.write_text("".join(json.dumps(r) + "\n" for r in rows + ratio_rows))
-    return 0 if n and ok == n and right == judged else 1
+    # a split not measured is a figure not checked: never a pass
+    among_ok = all(r["measured_right"] for r in among)
+    return 0 if n and ok == n and right == judged and not unmeasured and among_ok else 1
 
 
 if __name__ == "__main__":

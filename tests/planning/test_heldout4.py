@@ -106,3 +106,49 @@ def test_nothing_measured_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[
     tmp_path.mkdir()
     assert heldout4.main([str(tmp_path)]) == 1
     assert "did not get that far" in capsys.readouterr().err
+
+
+def test_a_split_not_measured_is_judged_among_the_measured(outdir: Path, tmp_path: Path) -> None:
+    """A call cut for budget (no runs of one split): the recommendation is not judged where
+    its split was not measured, the advisor's order among the measured splits is, the
+    cases with the recommended split unmeasured are named, and the exit is never 0."""
+    doc = _measured_runs(outdir, {})
+    recommended = {}
+    for b in (1, 16):
+        mine = [p for p in doc["predictions"] if p["batch"] == b]
+        for goal in ("decode", "prefill"):
+            recommended[(b, goal)] = max(mine, key=lambda p: p[goal]["tokens_per_s"])["name"]
+    gone = recommended[(16, "prefill")]
+    run = outdir / "runs/20261127-060300-advise-measured-dddd/rows.jsonl"
+    kept = [r for r in _rows(run.parent) if heldout4.split_of(r) != gone]
+    # of the splits left, the advisor's second best at batch 1 decode measured fastest
+    order = sorted((p for p in doc["predictions"] if p["batch"] == 1 and p["name"] != gone),
+                   key=lambda p: -p["decode"]["tokens_per_s"])  # fmt: skip
+    for r in kept:
+        if (heldout4.split_of(r), r["batch"], r["op"]) == (order[1]["name"], 1, "decode"):
+            r["tokens_per_s"] = 1.5 * order[0]["decode"]["tokens_per_s"]
+    _write(run.parent, kept)
+    md = tmp_path / "t.md"
+    assert heldout4.main([str(outdir), "--md", str(md), "--dense", "none"]) == 1
+    text = md.read_text()
+    assert "| of the measured splits: predicted best | right |" in text
+    line = next(x for x in text.splitlines() if x.startswith("| llama3-8b | 16 | 512 | prefill |"))
+    assert f"| {gone} (not measured) |" in line
+    cells = [c.strip() for c in line.strip("|").split("|")]
+    assert cells[6] == "-" and cells[8] == "yes"  # not judged; right among the measured
+    wrong = next(x for x in text.splitlines() if x.startswith("| llama3-8b | 1 | 512 | decode |"))
+    assert [c.strip() for c in wrong.strip("|").split("|")][7:] == [order[0]["name"], "NO"]
+    assert "recommendation right in 0 of 0 cases; 4 predicted figures not measured" in text
+    assert "among the measured splits the advisor's best right in 3 of 4 cases" in text
+    named = sum(v == gone for v in recommended.values())
+    assert f"recommended split not measured in {named} (" in text
+    assert f"llama3-8b batch 16 input 512 prefill: {gone}" in text
+
+
+def test_every_split_measured_keeps_the_short_table(outdir: Path, tmp_path: Path) -> None:
+    _measured_runs(outdir, {})
+    md = tmp_path / "t.md"
+    assert heldout4.main([str(outdir), "--md", str(md), "--dense", "none"]) == 0
+    text = md.read_text()
+    assert "of the measured splits" not in text and "not measured" not in text
+    assert "recommendation right in 4 of 4 cases\n" in text
