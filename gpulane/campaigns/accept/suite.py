@@ -195,10 +195,10 @@ def _import_ahead() -> None:
     """What accept itself imports after the suite, imported while the suite's steps run:
     torch for the doctor's load check, matplotlib for the report (seconds of the accept's
     own time otherwise; the steps run in processes of their own)."""
-    for name in ("torch", "matplotlib.figure"):
+    for module in ("torch", "matplotlib.figure"):
         # one that fails is named by the doctor or the report, later
         with contextlib.suppress(Exception):
-            importlib.import_module(name)
+            importlib.import_module(module)
 
 
 def run_suite(
