@@ -10,6 +10,7 @@ import pytest
 
 from gpulane.campaigns.accept.suite import BESIDE_SWEEP, beside_sweep, suite_steps
 from gpulane.config.commands import SuiteConfig
+from gpulane.config.launcher import LocalLauncherConfig
 
 
 def _cfg(**suite: Any) -> Any:
@@ -19,7 +20,7 @@ def _cfg(**suite: Any) -> Any:
         timeout_s=300.0,
         env={},
         preset=SimpleNamespace(name="none"),
-        launcher=SimpleNamespace(name="local"),
+        launcher=LocalLauncherConfig(),
         suite=SuiteConfig(**suite),
     )
 
