@@ -59,7 +59,9 @@ bash scripts/slurm-up.sh 8
 # both busy. GPULANE_TEST_WORKERS=0: no workers.
 workers=${GPULANE_TEST_WORKERS:-$(( $(nproc) + 3 ))}
 set +e
-python3 -m pytest -q -p no:cacheprovider -n "$workers" --dist loadgroup "$@"
+# pytest-benchmark, where installed, is no test extra and no test uses it (it only warned
+# on every worker that xdist disables it).
+python3 -m pytest -q -p no:cacheprovider -p no:benchmark -n "$workers" --dist loadgroup "$@"
 status=$?
 # pytest's 5 means no test ran: that is a failure too.
 [ "$status" -eq 5 ] && echo "no tests ran" && status=1
