@@ -17,12 +17,7 @@ COMMON = [
     "localize=[pairs,halving,ring]",
     "slow_ms=1000",
     "sizes.max=4K",
-    # One timed operation per batch: a subset holding the planted sleep takes 1 s per
-    # operation, every one of them, and its figure is the fastest (CPUs); a healthy subset
-    # goes on timing batches until its operations have spent localize's CPU span
-    # (rank.CPU_SPAN_S) whatever iters is. More iterations only slept longer (5 s per
-    # slowed subset at iters=4, 2 s now: most of these tests' time).
-    "iters=1",
+    "iters=4",
     "warmup=1",
     # A loaded shared CPU makes healthy gloo figures swing many times over (a 4 KiB op of
     # about 1 ms stalled past 0.1 and 0.04 of the best beside other tests, in CI runs of
