@@ -15,8 +15,17 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# torch==2.13.0 is the CPU build on these machines; a bare `torch` would pull CUDA.
-python3 -m pip install -q --disable-pip-version-check torch==2.13.0 -e ".[test,mpi]"
+# torch==2.13.0 is the CPU build on these machines; a bare `torch` would pull CUDA. pip's
+# resolution takes ~10 s even when everything is there: when every requirement already is
+# (scripts/deps-ok.py), only this checkout's editable install is made (~3 s).
+if python3 scripts/deps-ok.py torch==2.13.0 ".[test,mpi]" 2>/dev/null; then
+  python3 -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e .
+else
+  python3 -m pip install -q --disable-pip-version-check torch==2.13.0 -e ".[test,mpi]"
+fi
+# Every rank and CLI call of the tests is a new Python process. Where PYTHONDONTWRITEBYTECODE
+# is set (as on the CI machine) each one compiled gpulane's modules again: compiled once.
+python3 -m compileall -q -j 0 gpulane
 
 # Lint, types, the README figures (~20 s) and the mutation gate of the fast core targets
 # (spec, pattern+values, paths: ~3 min on a 2-core VM, against
@@ -25,8 +34,10 @@ python3 -m pip install -q --disable-pip-version-check torch==2.13.0 -e ".[test,m
 # Slurm start and the tests: they read the sources and write nothing the tests read (the
 # gate mutates a scratch copy). Their output is printed after the tests', and any of them
 # failing fails the run.
+# They run at a lower priority (nice 5): they fill the time the tests spend waiting on
+# Slurm, ranks and sleeps rather than slowing the tests that compute.
 checks_log=$(mktemp)
-setsid bash -c '
+setsid nice -n 5 bash -c '
   set -euo pipefail
   ruff check gpulane tests benchmarks
   ruff format --check gpulane tests benchmarks
@@ -41,12 +52,16 @@ trap 'kill -- -"$checks_pid" 2>/dev/null || true; rm -f "$checks_log"' EXIT
 # the single-node cluster, the 2-node one, and the 8-node one of tests/launch/test_slurm_cluster.py
 bash scripts/slurm-up.sh 8
 
-# The tests on several workers (pytest-xdist): on 2 cores, 3 workers keep both busy while
-# one of them waits on Slurm or on ranks. Tests that share a cluster (Slurm, mpirun) stay
-# on one worker, one after another (tests/conftest.py). GPULANE_TEST_WORKERS=0: no workers.
-workers=${GPULANE_TEST_WORKERS:-$(( $(nproc) + 1 ))}
+# The tests on several workers (pytest-xdist). Tests that share a cluster stay on one
+# worker, one after another (tests/conftest.py): the single-node and 2-node Slurm, the
+# 8-node Slurm, mpirun. Those three groups start first and mostly wait (on Slurm jobs, on
+# ranks), as do the localization tests (planted sleeps): on 2 cores, cores + 2 workers keep
+# both busy. GPULANE_TEST_WORKERS=0: no workers.
+workers=${GPULANE_TEST_WORKERS:-$(( $(nproc) + 2 ))}
 set +e
-python3 -m pytest -q -p no:cacheprovider -n "$workers" --dist loadgroup "$@"
+# pytest-benchmark, where installed, is no test extra and no test uses it (it only warned
+# on every worker that xdist disables it).
+python3 -m pytest -q -p no:cacheprovider -p no:benchmark -n "$workers" --dist loadgroup "$@"
 status=$?
 # pytest's 5 means no test ran: that is a failure too.
 [ "$status" -eq 5 ] && echo "no tests ran" && status=1

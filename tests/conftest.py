@@ -33,12 +33,52 @@ if os.environ.get("GPULANE_CI"):
 # 8-node campaigns inject) and Open MPI's mpirun (ranks oversubscribing the two cores).
 # Everything else runs beside them. Without -n the groups change nothing.
 SERIAL_GROUPS = {"slurm": "slurm", "mpi": "mpi"}
+# The 8-node cluster (scripts/slurm-up.sh 8: its own slurmctld, nodes c1..c8 in their own
+# network namespaces) is used by this module alone, and its faults touch only c1..c8: its
+# campaigns (most of the Slurm tests' time, mostly waiting on jobs) run beside the tests
+# of the single-node and 2-node clusters instead of after them.
+OWN_CLUSTER = {"test_slurm_cluster.py": "slurm-nodes"}
+
+# The tests that took longest in a CI run (seconds, node id), longest first: started first,
+# so that no long test starts last while the other workers have run out of work (the groups
+# above go first anyway: xdist hands out its largest groups first). Only the order changes;
+# a test not listed keeps its place after them. Refresh from a CI log:
+# python -m tests.slow_order LOG.
+SLOW_TESTS = Path(__file__).parent / "slow_tests.txt"
+
+
+def slow_first(items: list[pytest.Item]) -> None:
+    try:
+        lines = SLOW_TESTS.read_text().splitlines()
+    except OSError:
+        return
+    seconds = {}
+    for line in lines:
+        value, _, nodeid = line.partition(" ")
+        if nodeid and not line.startswith("#"):
+            seconds[nodeid.strip()] = float(value)
+    # A module's listed tests stay together (its module-scoped fixtures are set up once
+    # per worker, not again after each test of another module), the module of the longest
+    # test first. The sort is stable: the tests not listed keep their order, after these.
+    module_max: dict[str, float] = {}
+    for item in items:
+        module = item.nodeid.split("::")[0]
+        module_max[module] = max(module_max.get(module, 0.0), seconds.get(item.nodeid, 0.0))
+
+    def key(item: pytest.Item) -> tuple[float, str, float]:
+        own = seconds.get(item.nodeid, 0.0)
+        module = item.nodeid.split("::")[0]
+        return (-module_max[module], module, -own) if own else (0.0, "", 0.0)
+
+    items.sort(key=key)
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    slow_first(items)
     for item in items:
         for marker, group in SERIAL_GROUPS.items():
             if item.get_closest_marker(marker) is not None:
+                group = OWN_CLUSTER.get(item.path.name, group) if marker == "slurm" else group
                 item.add_marker(pytest.mark.xdist_group(group))
                 break
