@@ -38,7 +38,9 @@ MODEL_TEXT = """\
 model (per GPU; TP all-reduces do not overlap compute, pipeline sends do):
   stage time  = compute of its layers + its TP collectives
                 (2 all-reduces per layer of hidden x tokens x bytes, +1 on the first stage
-                 for the embedding, an all-gather of the logits on the last)
+                 for the embedding, an all-gather of the logits on the last); in a
+                decode step each TP collective also pays what the calibration's steps,
+                timed with and without their collectives, took beyond its curve
   decode step = max(m x slowest stage, sum of stages + sends)       m micro-batches in flight
                 tokens = batch / m per micro-batch; sends: 2 x hidden x tokens x bytes per
                 stage boundary, and the sampled tokens back to stage 0
@@ -47,8 +49,9 @@ model (per GPU; TP all-reduces do not overlap compute, pipeline sends do):
                 a pipeline's chunks run eagerly: each stage's host issues its k chunks
                 from the start, side by side with the others (a receive waits on the
                 GPU, not the host), at the host's cost of its kernels, collectives and
-                sends (calibrated on eager beside graph prefills); a stage finishes a
-                chunk no sooner than its host has issued it
+                sends (the typical pass's cost a launch: the median of the eager
+                prefills the calibration timed beside its graph replays); a stage
+                finishes a chunk no sooner than its host has issued it
   decode tok/s = batch / step; prefill tok/s = batch x input_len / TTFT
   collective times: measured curves of the build, interpolated log-log over size (linear
   in size above the largest measured size), where the ranks' path is the measured one;
