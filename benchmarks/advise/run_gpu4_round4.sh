@@ -9,9 +9,9 @@
 # Works in OUTDIR and leaves TARDIR/round4.tar (what OUTDIR measured, rewritten after every
 # step, so a cut call still brings back what was measured); every step runs under
 # `timeout`, is logged with its UTC time and seconds to OUTDIR/steps.log, and is skipped
-# (saying so) when less than it needs is left of BUDGET_S (default 500 s).
+# (saying so) when less than it needs is left of BUDGET_S (default 510 s).
 #
-#  1. machine.txt, gpulane-topo.json, copy_bw.json.
+#  1. machine.txt, gpulane-topo.json (no copy_bw.json: this call times no decode ratios).
 #  2. `gpulane advise gpus=$GPUS batch=4,32 input_len=512 output_len=64 measure=true` for MOE
 #     (qwen3-30b-a3b, the model the advisor was changed on): it measures the collectives,
 #     probes the topology, calibrates on TP=1 and TP=2 runs (GPUs 0,1). As soon as its sweeps
@@ -28,7 +28,7 @@
 set -uo pipefail
 OUT=${1:?usage: run_gpu4_round4.sh OUTDIR [TARDIR]}
 TARDIR=${2:-$OUT}
-BUDGET_S=${BUDGET_S:-500}
+BUDGET_S=${BUDGET_S:-510}
 GPUS=${GPUS:-4}
 MOE=${MOE:-qwen3-30b-a3b}
 HELDOUT=${HELDOUT:-llama3-70b}
@@ -102,7 +102,6 @@ echo "$(stamp) +0s budget ${BUDGET_S}s, gpus $GPUS: $MOE and $HELDOUT ($LAYERS l
   "splits: ${SPLITS[*]}" | tee "$OUT/steps.log"
 
 run topo 20 40 bash -c "${G[*]} topo --json >'$OUT/gpulane-topo.json'"
-run copy_bw 20 40 bash -c "CUDA_VISIBLE_DEVICES=0 $PY benchmarks/inference/copy_bw.py >'$OUT/copy_bw.json'"
 
 advise() {  # advise NAME MODEL NEED LIMIT [KEY=VALUE...]: the advisor as a user runs it
   local name=$1 model=$2 need=$3 limit=$4; shift 4
