@@ -114,7 +114,7 @@ def profile_lines(out: Path) -> list[str]:
             f"| {d['batch']} | {d['variant']} | {d['step_ms']:.3f} | {d['roofline_ms']:.3f} | "
             f"{d['ratio']:.2f} | {k['count']} | {k['count'] / layers:.1f} | {k['busy_ms']:.3f} |"
         )
-    return lines + [""]
+    return [*lines, ""]
 
 
 def table(figs: list[dict[str, Any]]) -> tuple[str, bool]:

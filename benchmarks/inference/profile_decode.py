@@ -334,7 +334,9 @@ def main() -> int:
         assert compiled is not None
         out["compile_s_total"] = round(compiled.compile_s, 1)
         out["compile_error"] = compiled.error
-        out["gemv"] = fused["gemv"].describe()
+        gemv = fused["gemv"]
+        assert gemv is not None
+        out["gemv"] = gemv.describe()
         print(json.dumps(out, indent=1))
         if args.out:
             args.out.mkdir(parents=True, exist_ok=True)
