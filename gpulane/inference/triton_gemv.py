@@ -64,7 +64,9 @@ def _gemv_kernel(
             a = tl.load(xp, mask=live, other=0.0).to(tl.float32)
             if PROLOGUE == 1:  # NORM
                 if HAS_RES:
-                    res = tl.load(r_ptr + offs_m[:, None] * stride_r + offs_k[None, :], mask=live)
+                    res = tl.load(
+                        r_ptr + offs_m[:, None] * stride_r + offs_k[None, :], mask=live, other=0.0
+                    )
                     # the sum rounded as the eager model rounds its residual
                     a = (a + res.to(tl.float32)).to(res.dtype).to(tl.float32)
                 if pid == 0:

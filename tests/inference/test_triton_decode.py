@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import rows_of
+from tests.helpers import gpulane, rows_of
 from tests.inference.test_tp_pp_gloo import (
     BATCH,
     INPUT_LEN,
@@ -147,3 +147,20 @@ def test_two_gloo_ranks_decode_in_six_kernels(
         f"{op} {BATCH}x{n}x{k}": "triton"
         for op, n, k in (("qkv", 64, 64), ("o", 64, 32), ("gate_up", 128, 64), ("down", 64, 64))
     }
+
+
+def test_decode_kernels_setting_is_checked_before_any_rank(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    for arg, message in (
+        ("decode_kernels=fast", "decode_kernels: expected one of compiled, gemv, got 'fast'"),
+        ("decode_kernels=gemv", "decode_kernels=gemv needs a GPU (or TRITON_INTERPRET=1, "
+         "triton's slow interpreter); use decode_kernels=compiled on CPUs"),
+    ):  # fmt: skip
+        out = gpulane(
+            "tokens", "model=tiny", "device=cpu", arg, f"results_dir={tmp_path}", cwd=tmp_path
+        )
+        assert out.returncode == 2, out.stdout + out.stderr
+        assert out.stderr.strip() == f"gpulane: error: {message}"
+    assert not list(tmp_path.iterdir())
