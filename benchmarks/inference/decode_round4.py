@@ -84,6 +84,9 @@ def figures(out: Path) -> list[dict[str, Any]]:
             per_layer = round(n / layers, 1)
         f["kernels_per_layer"] = per_layer
         f["choice"] = extra.get("gemv_choice")
+        if extra.get("gemv_error"):  # the six kernels failed: the compiled path ran
+            f["kernels_used"] = "gemv failed"
+            f["error"] = extra["gemv_error"]
         if co is not None and per_layer is not None:
             kernels = per_layer * layers + 3  # embedding, final norm, LM head
             f["floor_us_per_kernel"] = round((co - f["roofline_ms"]) / kernels * 1e3, 2)
@@ -155,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     figs = figures(args.outdir)
     text, ok = table(figs)
+    errors = sorted({f"- {f['model']} TP={f['tp']}: {f['error']}" for f in figs if f.get("error")})
     choices = sorted({f"{k}: {v}" for f in figs if f.get("choice") for k, v in f["choice"].items()})
     doc = "\n".join(
         [
@@ -163,6 +167,11 @@ def main(argv: list[str] | None = None) -> int:
             text,
             "",
             *profile_lines(args.outdir),
+            *(
+                ["# gemv failed (those rows ran the compiled path)", "", *errors, ""]
+                if errors
+                else []
+            ),
             "# gemv's choice per product (op rows x N x K)",
             "",
             *[f"- {c}" for c in choices],

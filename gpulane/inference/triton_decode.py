@@ -164,6 +164,8 @@ class DecodeKernels:
     def __init__(self, call: Callable[..., Any]) -> None:
         self.call = call
         self.choice: dict[str, str] = {}  # "op MxNxK" -> "triton" or "cublas"
+        # why the six kernels failed, once (the run then goes on in the compiled path)
+        self.error: str | None = None
         self.timings_us: dict[str, dict[str, float]] = {}
         self._counts: dict[tuple[Any, ...], torch.Tensor] = {}
 
@@ -264,10 +266,11 @@ class DecodeKernels:
         return 2 + sum(1 if v == "triton" or op == "o" else 2 for op, v in mine.items())
 
     def describe(self) -> dict[str, Any]:
-        return {
+        out = {} if self.error is None else {"gemv_error": self.error}
+        return out | {
             "gemv_choice": dict(self.choice),
             "gemv_timings_us": dict(self.timings_us),
-            "kernels_per_layer": self.kernels_per_layer(),
+            "kernels_per_layer": None if self.error else self.kernels_per_layer(),
         }
 
 
@@ -289,6 +292,24 @@ def decode_layer(
     down, _ = k.linear("down", gate_up, layer.w_down, None, "silu")
     assert residual is not None
     return layer.comm.all_reduce(down), residual
+
+
+def try_decode_layer(
+    k: DecodeKernels, layer: Any, x: torch.Tensor, residual: torch.Tensor | None,
+    step: Any, cos: torch.Tensor, sin: torch.Tensor, eps: float,
+) -> tuple[torch.Tensor, torch.Tensor] | None:  # fmt: skip
+    """:func:`decode_layer`, or None after a failure outside a CUDA-graph capture (a
+    kernel that does not compile on this GPU): the reason is kept in ``k.error`` and on
+    the rows, and the step goes on in the compiled path (its cache write is the same)."""
+    if k.error is not None:
+        return None
+    try:
+        return decode_layer(k, layer, x, residual, step, cos, sin, eps)
+    except Exception as err:
+        if x.is_cuda and torch.cuda.is_current_stream_capturing():
+            raise
+        k.error = f"{type(err).__name__}: {str(err).splitlines()[0][:300] if str(err) else ''}"
+        return None
 
 
 def fits(layer: Any, rows: int) -> bool:

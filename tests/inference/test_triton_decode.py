@@ -108,6 +108,7 @@ for dt, tol in ((torch.float32, 1e-4), (torch.float16, 2e-2)):
     for a, b in zip(got, want, strict=True):
         torch.testing.assert_close(a.float(), b.float(), rtol=tol, atol=tol)
 print("model", fused.describe())
+assert fused.decode.error is None
 assert set(fused.decode.choice.values()) == {"triton"} and fused.decode.kernels_per_layer() == 6
 """
 
@@ -164,3 +165,29 @@ def test_decode_kernels_setting_is_checked_before_any_rank(
         assert out.returncode == 2, out.stdout + out.stderr
         assert out.stderr.strip() == f"gpulane: error: {message}"
     assert not list(tmp_path.iterdir())
+
+
+def test_a_failing_kernel_leaves_the_compiled_path_and_says_why(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A kernel that fails (outside a capture) turns the run back to the compiled path,
+    with the same logits, and the rows say why instead of claiming six kernels."""
+    pytest.importorskip("triton")
+    import torch
+
+    from gpulane.inference import triton_decode
+    from gpulane.inference.fused import Fused
+    from tests.inference.test_fused import logits
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("no kernel for this GPU")
+
+    monkeypatch.setattr(triton_decode, "gemv", broken)
+    fused = Fused(False, decode_kernels="gemv")
+    got = logits("tiny", torch.float32, fused, "bmm")
+    want = logits("tiny", torch.float32, None, "bmm")
+    for a, b in zip(got, want, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+    said = fused.describe()
+    assert said["gemv_error"] == "RuntimeError: no kernel for this GPU"
+    assert said["kernels_per_layer"] is None and said["decode_kernels"] == "gemv"
