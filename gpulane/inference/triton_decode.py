@@ -111,9 +111,11 @@ def _attention_kernel(
         tl.store(acc_ptr + (out + offs_g[:, None]) * D + offs_d[None, :], acc)
         tl.store(ml_ptr + (out + offs_g) * 2, m_i)
         tl.store(ml_ptr + (out + offs_g) * 2 + 1, l_i)
-        # acq_rel: this piece's stores are seen by whichever program counts last, which
-        # merges every piece and sets the count back to 0 for the next layer and step
-        done = tl.atomic_add(count_ptr + bh, 1)
+        # every thread's stores issued (barrier), then acq_rel at GPU scope: this piece's
+        # stores are seen by whichever program counts last, which merges every piece
+        # (L2 loads, .cg) and sets the count back to 0 for the next layer and step
+        tl.debug_barrier()
+        done = tl.atomic_add(count_ptr + bh, 1, sem="acq_rel", scope="gpu")
         if done == SPLITS - 1:
             top = tl.full([G_PAD], float("-inf"), dtype=tl.float32)
             for j in range(SPLITS):
