@@ -53,7 +53,7 @@ def rows_under(path: Path) -> list[dict[str, Any]]:
 def figures(out: Path) -> list[dict[str, Any]]:
     rates = json.loads((out / "copy_bw.json").read_text())
     bw = float(rates["copy_gbps_read_plus_write_median"])
-    tflops = float(rates["matmul_bf16_tflops_median"])
+    tflops = float(rates.get("matmul_bf16_tflops_median") or 1.0)  # prefills only: unused
     coll = []
     for sweep in sorted(out.glob("sweep*")):
         coll += [r for r in rows_under(sweep) if r.get("kind") == "collective"]
