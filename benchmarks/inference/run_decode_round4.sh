@@ -105,9 +105,11 @@ sweep 2 0,1
 pack
 
 # decode NAME GPUS TP MODEL KERNELS [KEY=VALUE...]: decode steps, compute alone beside
+# (gemv's first run on a machine also compiles its triton kernels and tunes them: longer)
 decode() {
-  local name=$1 gpus=$2 tp=$3 model=$4 kernels=$5; shift 5
-  run "decode-$name-$kernels" 40 100 env CUDA_VISIBLE_DEVICES="$gpus" "${G[@]}" tokens \
+  local name=$1 gpus=$2 tp=$3 model=$4 kernels=$5 need=40 limit=100; shift 5
+  [ "$kernels" = gemv ] && need=50 limit=150
+  run "decode-$name-$kernels" "$need" "$limit" env CUDA_VISIBLE_DEVICES="$gpus" "${G[@]}" tokens \
     model="$model" tp="$tp" pp=1 batch=1,16 input_len=1024 output_len=64 warmup=1 iters=1 \
     comm_off=true decode_kernels="$kernels" build=round4 results_dir="$OUT/decode" "$@"
 }
