@@ -189,7 +189,7 @@ class DecodeKernels:
                 return F.linear(self.call("silu_mul", x), w, bias), None
             return F.linear(x, w, bias), None
 
-        key = f"{op} {x.shape[0]}x{w.shape[0]}x{w.shape[1]}"
+        key = self.key(op, x.shape[0], w)
         got = self.choice.get(key)
         if got is None:
             if x.shape[0] > MAX_ROWS:
@@ -202,6 +202,10 @@ class DecodeKernels:
                 got = self._faster(key, {"triton": fast, "cublas": cublas})
             self.choice[key] = got
         return fast() if got == "triton" else cublas()
+
+    @staticmethod
+    def key(op: str, rows: int, w: torch.Tensor) -> str:
+        return f"{op} {rows}x{w.shape[0]}x{w.shape[1]}"
 
     def _faster(self, key: str, sides: dict[str, Callable[[], Any]]) -> str:
         """The side with the shorter median time, timed as triton times its configurations:
@@ -278,6 +282,16 @@ def decode_layer(
 ) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
     """A dense layer's decode step (:class:`gpulane.inference.model.Layer`): (out, residual)."""
     s = layer.s
+    n = x.shape[0]
+    # the products after the first all-reduce are chosen (compiled, tuned, timed) before
+    # it, on zeros: a failure there then leaves every rank's collectives in step
+    for op, w, prologue, norm in (
+        ("gate_up", layer.w_gate_up, "norm", layer.norm2),
+        ("down", layer.w_down, "silu", None),
+    ):
+        if k.key(op, n, w) not in k.choice:
+            width = w.shape[1] * (2 if prologue == "silu" else 1)
+            k.linear(op, x.new_zeros(n, width), w, None, prologue, None, norm, eps)
     cache = layer.kv_cache[:, step.rows]
     qkv, residual = k.linear("qkv", x, layer.w_qkv, layer.b_qkv, "norm", residual, layer.norm1, eps)
     q = rope_cache(qkv, cos, sin, cache, step.pos, s.heads, s.kv_heads)
