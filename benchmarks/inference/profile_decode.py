@@ -5,10 +5,8 @@ code, eager against compiled, one process (the model is built once).
         [--input-len 512] [--steps 100] [--variants eager:bmm,compiled:bmm,compiled:triton]
         [--prefill 8192] [--compile-mode default] [--layers N] [--out DIR]
 
-A variant is ``eager|compiled|gemv:ATTENTION`` (``compile=`` and ``decode_attention=`` of
-`gpulane tokens`; ``gemv``: compiled with ``decode_kernels=gemv``, six kernels a dense
-layer, whose attention is its own whatever ATTENTION says; its per-shape choice between
-triton and cuBLAS is in ``gemv``). Prints one JSON object (and writes profile.json and kernels-*.txt
+A variant is ``eager|compiled:ATTENTION`` (``compile=`` and ``decode_attention=`` of
+`gpulane tokens`). Prints one JSON object (and writes profile.json and kernels-*.txt
 under --out):
 
 - ``decode``: per batch and variant, ``step_ms`` (a decode step replayed from a CUDA graph,
@@ -191,7 +189,7 @@ def decode_runs(
             sort_by="cuda_time_total", row_limit=40
         )
         found.append({
-            "batch": b, "variant": f"{kind}:{att}", "compile": kind != "eager",
+            "batch": b, "variant": f"{kind}:{att}", "compile": kind == "compiled",
             "attention": att, "step_ms": round(ms, 3), "first_step_s": round(first_s, 2),
             "roofline_ms": round(roof_ms, 3), "ratio": round(ms / roof_ms, 3), "kernels": prof,
         })  # fmt: skip
@@ -246,11 +244,7 @@ def main() -> int:
     variants = [v.split(":") for v in args.variants.split(",") if v]
     clen = cache_len(args.input_len, args.steps + 8)
     max_pos = max(clen, args.prefill + 8)
-    fused = {
-        "eager": None,
-        "compiled": Fused(True, args.compile_mode),
-        "gemv": Fused(True, args.compile_mode, decode_kernels="gemv"),
-    }
+    fused = {"eager": None, "compiled": Fused(True, args.compile_mode)}
     bw, tflops = rates(dev)
     out: dict[str, Any] = {
         "gpu": torch.cuda.get_device_name(dev) if CUDA else "cpu (dry run)",
@@ -319,7 +313,7 @@ def main() -> int:
                         sort_by="cuda_time_total", row_limit=40
                     )
                     out["prefill"].append({
-                        "input_len": n, "variant": kind, "compile": kind != "eager",
+                        "input_len": n, "variant": kind, "compile": kind == "compiled",
                         "ttft_ms": round(ms, 3), "first_s": round(first_s, 2),
                         "flops": cost.flops, "flop_roofline_ms": round(flop_ms, 3),
                         "ratio": round(ms / flop_ms, 3), "kernels": prof,
@@ -334,9 +328,6 @@ def main() -> int:
         assert compiled is not None
         out["compile_s_total"] = round(compiled.compile_s, 1)
         out["compile_error"] = compiled.error
-        gemv = fused["gemv"]
-        assert gemv is not None
-        out["gemv"] = gemv.describe()
         print(json.dumps(out, indent=1))
         if args.out:
             args.out.mkdir(parents=True, exist_ok=True)

@@ -180,8 +180,6 @@ class TokensConfig(CommonConfig):
     """Fuse elementwise chains with torch.compile: auto (on GPUs), true or false"""
     compile_mode: str = "default"
     """torch.compile mode: default or max-autotune-no-cudagraphs"""
-    decode_kernels: str = "compiled"
-    """Decode step kernels: compiled (cuBLAS products) or gemv (six triton kernels a layer)"""
     comm_off: bool = True
     """Also run with TP collectives as no-ops: compute alone, and the comm share"""
     device: str = "auto"

@@ -33,23 +33,15 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from gpulane.inference.kernels import COMPILE_MODES, DECODE_KERNELS
+from gpulane.inference.kernels import COMPILE_MODES
 
-__all__ = ["COMPILE_MODES", "DECODE_KERNELS", "FUSED_OPS", "Fused"]
+__all__ = ["COMPILE_MODES", "FUSED_OPS", "Fused"]
 # What the compiled path fuses, recorded on every token row (extra.fused_ops)
 FUSED_OPS = (
     "residual add + RMSNorm",
     "rotary + KV-cache write",
     "attention scale + mask + softmax",
     "SiLU x up",
-)
-# what decode_kernels=gemv adds (decode steps of dense layers)
-GEMV_OPS = (
-    "decode: residual add + RMSNorm + QKV product (+ bias)",
-    "decode: rotary + KV-cache write",
-    "decode: split-K attention + merge",
-    "decode: residual add + RMSNorm + gate/up product",
-    "decode: SiLU x up + down product",
 )
 # shapes compiled per function before dynamo gives up (its default is 8): every
 # (batch or micro-batch, prompt length, cache length) of a run is one
@@ -186,13 +178,6 @@ def mlp_block(
     return F.linear(F.silu(gate_up[:, :width]) * gate_up[:, width:], w_down), residual
 
 
-def silu_mul(gate_up: torch.Tensor) -> torch.Tensor:
-    """SiLU(gate) x up of a gate/up output [n, 2 * width]: the cuBLAS side of
-    ``decode_kernels=gemv``'s down product (:mod:`gpulane.inference.triton_decode`)."""
-    width = gate_up.shape[1] // 2
-    return F.silu(gate_up[:, :width]) * gate_up[:, width:]
-
-
 def add_norm(
     x: torch.Tensor, residual: torch.Tensor, norm_w: torch.Tensor, eps: float
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -207,7 +192,6 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
     "attn_block_decode": attn_block_decode,
     "mlp_block": mlp_block,
     "add_norm": add_norm,
-    "silu_mul": silu_mul,
     # the same functions for prefills, compiled apart: prompts come in many lengths and
     # chunk sizes, so these are compiled with dynamic shapes after the second one (a
     # prefill's kernels stream large tensors, where static sizes gain nothing), while a
@@ -231,32 +215,15 @@ class Fused:
     ``strict=False`` (``compile=auto``): a compilation that fails turns every function
     back into plain eager Python for the rest of the run and keeps the reason in
     ``error``, rather than failing the run. ``compile_s`` adds up the wall time of the
-    calls that compiled (each shape once).
+    calls that compiled (each shape once)."""
 
-    ``decode_kernels="gemv"``: a dense layer's decode step runs as six kernels
-    (:mod:`gpulane.inference.triton_decode`, triton on GPUs or under its interpreter),
-    kept in ``decode``; ``"compiled"``: these functions and cuBLAS (13 kernels a layer)."""
-
-    def __init__(
-        self, compile: bool, mode: str = "default", strict: bool = True,
-        decode_kernels: str = "compiled",
-    ) -> None:  # fmt: skip
+    def __init__(self, compile: bool, mode: str = "default", strict: bool = True) -> None:
         self.compiled = compile
         self.mode = mode
         self.strict = strict
         self.error: str | None = None
         self.compile_s = 0.0
         self.fns: dict[str, Callable[..., Any]] = dict(FUNCTIONS)
-        if decode_kernels not in DECODE_KERNELS:
-            raise ValueError(
-                f"decode_kernels: expected one of {DECODE_KERNELS}, got {decode_kernels!r}"
-            )
-        self.decode_kernels = decode_kernels
-        self.decode: Any = None  # triton_decode.DecodeKernels under decode_kernels=gemv
-        if decode_kernels == "gemv":
-            from gpulane.inference.triton_decode import DecodeKernels
-
-            self.decode = DecodeKernels(self)
         if compile:
             import torch._dynamo.config as dynamo_config
 
@@ -273,10 +240,7 @@ class Fused:
 
     @property
     def ops(self) -> list[str]:
-        ops = list(FUSED_OPS) if self.compiled else []
-        if self.decode is not None:
-            ops += list(GEMV_OPS)
-        return ops
+        return list(FUSED_OPS) if self.compiled else []
 
     def __call__(self, name: str, *args: Any) -> Any:
         if not self.compiled:
@@ -303,10 +267,7 @@ class Fused:
             "compile": self.compiled,
             "compile_mode": self.mode if self.compiled else None,
             "fused_ops": self.ops,
-            "decode_kernels": self.decode_kernels,
         }
-        if self.decode is not None:
-            out.update(self.decode.describe())
         if self.error:
             out["compile_error"] = self.error
         return out

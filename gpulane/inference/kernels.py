@@ -17,11 +17,6 @@ ATTENTION_BACKENDS: dict[str, list[str] | None] = {
 }
 
 
-# a decode step's kernels (decode_kernels): the compiled functions of
-# gpulane.inference.fused with cuBLAS products, or gpulane.inference.triton_decode's six
-# kernels a dense layer (triton products with their prologues fused; GPUs)
-DECODE_KERNELS = ("compiled", "gemv")
-
 # torch.compile modes that leave CUDA graphs to gpulane's own capture (gpulane.inference.fused)
 COMPILE_MODES = ("default", "max-autotune-no-cudagraphs")
 

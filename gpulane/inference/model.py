@@ -259,15 +259,6 @@ class Layer:
         the same arithmetic in fewer kernels; the collectives stay between them."""
         s = self.s
         assert self.kv_cache is not None
-        if step.pos is not None and f.decode is not None:
-            from gpulane.inference import triton_decode
-
-            if triton_decode.fits(self, x.shape[0]):  # six kernels (decode_kernels=gemv)
-                done = triton_decode.try_decode_layer(
-                    f.decode, self, x, residual, step, cos, sin, RMS_EPS
-                )
-                if done is not None:
-                    return done
         if residual is None:  # x + 0 is x: one compiled variant for every layer
             residual = torch.zeros_like(x)
         cache = self.kv_cache[:, step.rows]

@@ -11,12 +11,7 @@ from typing import Any
 from gpulane.config.commands import TokensConfig
 from gpulane.errors import InputError, MissingComponent
 from gpulane.inference.batching import configs
-from gpulane.inference.kernels import (
-    ATTENTION_BACKENDS,
-    COMPILE_MODES,
-    DECODE_KERNELS,
-    triton_attention_fits,
-)
+from gpulane.inference.kernels import ATTENTION_BACKENDS, COMPILE_MODES, triton_attention_fits
 from gpulane.inference.memory import OVERHEAD_BYTES, GiB, cache_len, check_fits
 from gpulane.inference.shapes import ModelShape, dtype_bytes, shape_from_config
 from gpulane.inference.sharding import check_parallel
@@ -67,11 +62,6 @@ def resolve(cfg: TokensConfig, gpus: int) -> tuple[ModelShape, int, int, int, st
         raise InputError(
             f"compile_mode: expected one of {', '.join(COMPILE_MODES)}, got {cfg.compile_mode!r}"
         )
-    decode_kernels = str(cfg.decode_kernels or "compiled")
-    if decode_kernels not in DECODE_KERNELS:
-        raise InputError(
-            f"decode_kernels: expected one of {', '.join(DECODE_KERNELS)}, got {decode_kernels!r}"
-        )
     device = str(cfg.device).lower()
     if device not in ("auto", "cuda", "cpu"):
         raise InputError(f"device: expected auto, cuda or cpu, got {cfg.device!r}")
@@ -90,11 +80,6 @@ def resolve(cfg: TokensConfig, gpus: int) -> tuple[ModelShape, int, int, int, st
             )
     check_parallel(shape, tp, pp)
     dtype_bytes(str(cfg.dtype))
-    if decode_kernels == "gemv" and device != "cuda" and not os.environ.get("TRITON_INTERPRET"):
-        raise InputError(
-            "decode_kernels=gemv needs a GPU (or TRITON_INTERPRET=1, triton's slow "
-            "interpreter); use decode_kernels=compiled on CPUs"
-        )
     if kernels == "triton":
         if device != "cuda" and not os.environ.get("TRITON_INTERPRET"):
             raise InputError(

@@ -102,14 +102,11 @@ class Runner(Prefill, Decode, RowBuilder):
         from gpulane.inference.plan import compile_choice
 
         choice = compile_choice(self.cfg.compile)
-        decode_kernels = str(self.cfg.decode_kernels or "compiled")
-        compiled = self.cuda if choice is None else choice
-        if not compiled and decode_kernels == "compiled":
+        if not (self.cuda if choice is None else choice):
             return None
         from gpulane.inference.fused import Fused
 
-        # decode_kernels=gemv without compiling: its triton kernels, the rest as plain Python
-        return Fused(compiled, str(self.cfg.compile_mode), choice is True, decode_kernels)
+        return Fused(True, str(self.cfg.compile_mode), strict=choice is True)
 
     def _compiling(self, key: tuple[Any, ...], label: str) -> None:
         """Say so (the progress line shows it) before the first run of a new shape."""
