@@ -257,14 +257,14 @@ def run_hydra(config_name: str, task: Task, argv: list[str], prog: str) -> int:
             HydraConfig.instance().set_config(composed)
             _job(_without_hydra(composed))
             return max(statuses, default=0)
-    _job = hydra.main(
+    app: Callable[[], None] = hydra.main(
         config_path="pkg://gpulane.conf", config_name=config_name, version_base="1.3"
     )(_job)
 
     saved = sys.argv
     sys.argv = [prog, *argv]
     try:
-        _job()
+        app()
     except SystemExit as ex:
         # Hydra exits 1 after printing an error of its own (one check_overrides missed).
         code = ex.code if isinstance(ex.code, int) else 1
