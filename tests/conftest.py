@@ -85,7 +85,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 # GPULANE_TEST_CPU=FILE: each test's CPU seconds (its worker's and the processes it waited
-# for: CLI calls, their ranks) appended to FILE, to find where CI's time goes
+# for: CLI calls, their ranks), wall seconds, start time and worker appended to FILE, to find where CI's time goes
 # (benchmarks/ci/README.md). Slurm job steps run under slurmd and are not counted.
 if os.environ.get("GPULANE_TEST_CPU"):
     import resource
@@ -98,8 +98,10 @@ if os.environ.get("GPULANE_TEST_CPU"):
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> object:
-        cpu, wall = _cpu(), time.monotonic()
+        cpu, wall, start = _cpu(), time.monotonic(), time.time()
         yield
-        line = f"{_cpu() - cpu:.2f} {time.monotonic() - wall:.2f} {item.nodeid}\n"
+        took = time.monotonic() - wall
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "-")
+        line = f"{_cpu() - cpu:.2f} {took:.2f} {item.nodeid} {start:.1f} {worker}\n"
         with open(os.environ["GPULANE_TEST_CPU"], "a", encoding="utf-8") as fh:
             fh.write(line)
