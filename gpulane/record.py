@@ -128,16 +128,42 @@ class Row:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Row:
-        names = {f.name for f in dataclasses.fields(cls)}
-        known = {k: v for k, v in data.items() if k in names}
-        unknown = {k: v for k, v in data.items() if k not in names}
+        """A row from its dict (``to_dict``, a rows.jsonl line); keys that are not fields go
+        into ``extra``."""
+        known = {k: v for k, v in data.items() if k in _FIELD_SET}
+        unknown = {k: v for k, v in data.items() if k not in _FIELD_SET}
         row = cls(**known)
         if unknown:
-            row.extra = {**row.extra, **unknown}
+            row.extra = {**(row.extra or {}), **unknown}
         return row
 
 
 FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Row))
+_FIELD_SET = frozenset(FIELDS)
+# The fields without a default: a line read back that lacks one (written by hand, or by
+# an old gpulane) gets None rather than being lost.
+_REQUIRED = {
+    f.name: None
+    for f in dataclasses.fields(Row)
+    if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+}
+
+
+def row_of(data: dict[str, Any]) -> Row:
+    """The Row of a dict read back (a rows.jsonl line, joined with its facts).
+
+    A line as gpulane writes it holds exactly the fields: the dict becomes the row's
+    attributes as it is (no copy, no keyword call), which keeps reading a large import's
+    rows as fast as reading the dicts was. Any other dict goes through
+    :meth:`Row.from_dict` (unknown keys into ``extra``)."""
+    if len(data) == len(FIELDS) and data.keys() == _FIELD_SET:
+        row = object.__new__(Row)
+        row.__dict__ = data
+        return row
+    missing = [name for name in _REQUIRED if name not in data]
+    return Row.from_dict({**dict.fromkeys(missing), **data} if missing else data)
+
+
 _NESTED = (dict, list, tuple)
 
 
@@ -282,14 +308,21 @@ def _ends_with_newline(path: Path) -> bool:
         return fh.read(1) == b"\n"
 
 
-def read_rows(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
-    """Rows of a JSON Lines file, or of every rows.jsonl under a directory.
+def read_rows(path: str | os.PathLike[str]) -> Iterator[Row]:
+    """Rows of a JSON Lines file, or of every rows.jsonl under a directory, as :class:`Row`
+    (keys that are not fields in ``extra``, see :func:`row_of`).
 
     Every complete line is returned, joined with its run's facts (facts.jsonl beside it,
     see gpulane.runfacts). A line that is not a JSON object, or whose facts are missing,
     is skipped, and a warning says how many were, and which (once per file and size in a
     process): a last line cut off by a crash, or lines damaged after the run wrote them.
     """
+    return map(row_of, _row_dicts(path))
+
+
+def _row_dicts(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
+    """The lines of :func:`read_rows` as they are, for the Parquet copy (whose columns
+    are the keys of the lines, those that are not fields too)."""
     p = Path(path)
     files = sorted(p.rglob(ROWS_JSONL)) if p.is_dir() else [p]
     for f in files:
@@ -338,16 +371,47 @@ def _warn_skipped(path: Path, bad: list[int], cut: bool) -> None:
     print_warning(f"{path}: skipped {' and '.join(said)}; the other rows are read")
 
 
-def rows_frame(rows: Iterable[Row | dict[str, Any]]) -> Any:
-    """A pandas DataFrame of rows, with every Row field as a column."""
+def rows_frame(rows: Iterable[Row]) -> Any:
+    """A pandas DataFrame of rows, with every Row field as a column (the one place the
+    frame of the rules and reports is made from rows)."""
     import pandas as pd
 
-    records = [r.to_dict() if isinstance(r, Row) else dict(r) for r in rows]
-    frame = pd.DataFrame.from_records(records)
-    for name in FIELDS:
-        if name not in frame.columns:
-            frame[name] = None
+    # The fields as they are, in FIELDS order (to_dict's deep copy is not needed: the
+    # frame is made of rows read for it, and it was most of the time of a large frame).
+    frame = pd.DataFrame.from_records([_FIELD_VALUES(r) for r in rows], columns=list(FIELDS))
     return frame
+
+
+def frame_rows(frame: Any) -> list[Row]:
+    """The rows of a rows frame (:func:`rows_frame`, :func:`read_parquet`, the analysis
+    layer's normalised frame), as :class:`Row`, for the rules and reports that go row by
+    row. Values are the frame's as they are (a normalised number may be NaN or NA); a
+    column that is not a field (``run_dir``, ``figure``) is kept in ``extra``."""
+    names = [str(c) for c in frame.columns]
+    others = [n for n in names if n not in _FIELD_SET]
+    missing = [n for n in FIELDS if n not in names]
+    out = []
+    for record in frame.to_dict("records"):
+        data = {str(k): v for k, v in record.items()} if others or missing else record
+        if missing:
+            data.update(dict.fromkeys(missing))
+        if others:
+            own = data.get("extra")
+            data["extra"] = {
+                **(own if isinstance(own, dict) else {}),
+                **{n: data.pop(n) for n in others},
+            }
+        out.append(row_of(data))
+    return out
+
+
+def row_value(row: Row, name: str) -> Any:
+    """A field of ``row``, or a frame's column that is not one (kept in ``extra`` by
+    :func:`frame_rows`, ``figure`` say); None when it has neither."""
+    if name in _FIELD_SET:
+        return getattr(row, name)
+    extra = row.extra
+    return extra.get(name) if isinstance(extra, dict) else None
 
 
 # Rows held before they go to the Parquet file as a batch.
@@ -580,7 +644,7 @@ def write_parquet(run_dir: str | os.PathLike[str]) -> Path | None:
     if not src.exists():
         return None
     sink = ParquetRows(run_dir)
-    for row in read_rows(src):
+    for row in _row_dicts(src):
         sink.add(row)
     return sink.close()
 

@@ -66,7 +66,8 @@ class RunDir:
         """The facts its rows share, stored once (imported runs; gpulane.runfacts)."""
         return facts_file(self.path)
 
-    def rows(self) -> list[dict[str, Any]]:
+    def rows(self) -> list[Row]:
+        """Its rows read back (joined with their run's facts), as :class:`Row`."""
         return list(read_rows(self.rows_path)) if self.rows_path.exists() else []
 
     def save_plan(self, plan: dict[str, Any]) -> None:

@@ -73,8 +73,8 @@ def test_rows_append_and_survive_a_cut_off_line(tmp_path: Path) -> None:
     with open(tmp_path / "rows.jsonl", "a") as fh:
         fh.write('{"run_id": "r1", "kind": "coll')
     rows = list(read_rows(tmp_path))
-    assert [r["size_bytes"] for r in rows] == [8, 16, 32]
-    assert rows[1]["env"] == {"NCCL_ALGO": "Ring"}
+    assert [r.size_bytes for r in rows] == [8, 16, 32]
+    assert rows[1].env == {"NCCL_ALGO": "Ring"}
 
 
 def test_parquet_round_trip(tmp_path: Path) -> None:

@@ -177,10 +177,10 @@ def test_out_dir_rows_and_parquet(tmp_path: Path) -> None:
     assert len(lines) == 5 * 62
     rows = list(read_rows(out / "rows.jsonl"))  # joined with the run's facts again
     frame = read_parquet(out / "rows.parquet")
-    assert len(frame) == len(rows) and list(frame["size_bytes"]) == [r["size_bytes"] for r in rows]
+    assert len(frame) == len(rows) and list(frame["size_bytes"]) == [r.size_bytes for r in rows]
     assert frame["extra"][0]["nccl_tests"]["test_index"] == 0
-    assert [r["extra"]["nccl_tests"]["test_index"] for r in rows[::62]] == [0, 1, 2, 3, 4]
-    assert list(frame["extra"]) == [r["extra"] for r in rows]
+    assert [r.extra["nccl_tests"]["test_index"] for r in rows[::62]] == [0, 1, 2, 3, 4]
+    assert list(frame["extra"]) == [r.extra for r in rows]
     # The facts of each test once, not on every line.
     assert len((out / "facts.jsonl").read_text().splitlines()) == 5
     assert all("nccl_tests" not in ln for ln in lines)
