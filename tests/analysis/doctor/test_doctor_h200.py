@@ -149,7 +149,7 @@ def test_the_rule_on_the_rows_as_recorded_and_as_read_again():
     again = summary(read_nccl_files(sorted((_run("socket") / "nccl").glob("*.log"))))
     for nccl in (recorded, again):
         for r in rows:
-            r["extra"]["nccl"] = nccl
+            r.extra["nccl"] = nccl
         v = evaluate(frame_from_rows(rows), rule_set(), h200_topology())
         (c,) = [c for c in v.checks if c.rule == "nccl_transport_matches_path"]
         assert (c.status, c.subject) == (FAIL, "GPU0-GPU1")
