@@ -110,9 +110,9 @@ def store_baseline(
                 for row in read_rows(run.rows_path):
                     w.write(row)
             elif run.parquet_path.exists():
-                from gpulane.record import read_parquet
+                from gpulane.record import frame_rows, read_parquet
 
-                for row in read_parquet(run.parquet_path).to_dict("records"):
+                for row in frame_rows(read_parquet(run.parquet_path)):
                     w.write(row)
     write_parquet(tmp)
     if topology is not None:
