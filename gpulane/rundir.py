@@ -30,7 +30,7 @@ from gpulane.record import (
     facts_file,
     new_run_id,
     parquet_file,
-    read_rows,
+    read_all_rows,
     rows_file,
     write_parquet,
 )
@@ -68,7 +68,7 @@ class RunDir:
 
     def rows(self) -> list[Row]:
         """Its rows read back (joined with their run's facts), as :class:`Row`."""
-        return list(read_rows(self.rows_path)) if self.rows_path.exists() else []
+        return read_all_rows(self.rows_path) if self.rows_path.exists() else []
 
     def save_plan(self, plan: dict[str, Any]) -> None:
         """The plan the session worked out, where every rank reads it (``read_plan``)."""

@@ -49,7 +49,6 @@ WRITE_SIDE = {
     "gpulane/record.py:write",
     "gpulane/record.py:add",
     "gpulane/record.py:_row_dicts",
-    "gpulane/session/imports.py:strict_json",  # a row's dict, printed as JSON
 }
 
 
