@@ -83,7 +83,7 @@ def test_build_plan_runs_once_in_the_front_and_never_in_a_rank(tmp_path: Path) -
     (run,) = run_dirs(tmp_path / "runs")
     plan = SweepPlan.from_dict(json.loads((run / PLAN_FILE).read_text()))
     assert plan.collectives == ["all_reduce"] and plan.sizes == [1024, 2048, 4096]
-    assert {r.size_bytes for r in rows_of(run)} == {1024, 2048, 4096}
+    assert {r["size_bytes"] for r in rows_of(run)} == {1024, 2048, 4096}
 
 
 def test_ranks_measure_the_plan_they_are_given(tmp_path: Path) -> None:
