@@ -126,6 +126,24 @@ def test_rows_come_back_as_row(tmp_path: Path) -> None:
     assert (rows[2].op, rows[2].run_id, rows[2].backend) == ("d2h", None, None)
 
 
+def test_frame_rows_give_the_rows_of_a_frame_back() -> None:
+    """rows_frame and frame_rows are each other's inverse; a column that is no field
+    (the store's run_dir) rides in extra, a field the frame lacks is None."""
+    from gpulane.record import FIELDS, Row, frame_rows, row_value, rows_frame
+
+    rows = [
+        Row.copy(run_id="r", backend="cuda", op="h2d", src="host", dst=f"GPU{k}", extra={"k": k})
+        for k in range(3)
+    ]
+    frame = rows_frame(rows)
+    assert list(frame.columns) == list(FIELDS)
+    assert frame_rows(frame) == rows  # one kind: no column of numbers and None made floats
+    back = frame_rows(frame.assign(run_dir="d").drop(columns=["host"]))
+    assert [r.extra for r in back] == [{"k": k, "run_dir": "d"} for k in range(3)]
+    assert {r.host for r in back} == {None} and row_value(back[2], "run_dir") == "d"
+    assert row_value(back[2], "dst") == "GPU2" and row_value(back[0], "nothing") is None
+
+
 if __name__ == "__main__":
     hits = dict_row_signatures(Path(sys.argv[1]) if len(sys.argv) > 1 else REPO)
     print("\n".join(hits))
