@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from omegaconf import OmegaConf
 
 from gpulane.errors import InputError
+from gpulane.parquet_rows import write_parquet
 from gpulane.record import (
     GPULANE_SET_ENV,
     ROWS_JSONL,
@@ -32,7 +33,6 @@ from gpulane.record import (
     parquet_file,
     read_all_rows,
     rows_file,
-    write_parquet,
 )
 
 CONFIG_FILE = "config.yaml"  # the resolved configuration every rank reads

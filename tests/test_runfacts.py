@@ -8,15 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from gpulane.record import (
-    ParquetRows,
-    Row,
-    RowWriter,
-    read_parquet,
-    read_rows,
-    row_values,
-    run_facts,
-)
+from gpulane.parquet_rows import ParquetRows, read_parquet
+from gpulane.record import Row, RowWriter, read_rows, row_values, run_facts
 from gpulane.session.imports import ImportRequest, import_files
 
 

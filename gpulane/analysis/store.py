@@ -26,16 +26,8 @@ from typing import Any
 import pandas as pd
 
 from gpulane.errors import InputError
-from gpulane.record import (
-    FIELDS,
-    ROWS_JSONL,
-    ROWS_PARQUET,
-    Row,
-    frame_rows,
-    read_parquet,
-    read_rows,
-    rows_frame,
-)
+from gpulane.parquet_rows import read_parquet
+from gpulane.record import FIELDS, ROWS_JSONL, ROWS_PARQUET, Row, frame_rows, read_rows, rows_frame
 from gpulane.rundir import RunDir, run_dirs_with_rows
 from gpulane.topology.model import Topology
 from gpulane.units import format_size, parse_size

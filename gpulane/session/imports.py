@@ -43,15 +43,8 @@ from types import ModuleType
 from typing import Any
 
 from gpulane.errors import InputError, RunFailed
-from gpulane.record import (
-    ROWS_JSONL,
-    ParquetRows,
-    Row,
-    RowWriter,
-    new_run_id,
-    row_values,
-    run_facts,
-)
+from gpulane.parquet_rows import ParquetRows
+from gpulane.record import ROWS_JSONL, Row, RowWriter, new_run_id, row_values, run_facts
 from gpulane.rundir import RunDir
 from gpulane.runfacts import RunFacts
 

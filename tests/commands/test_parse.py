@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from gpulane.record import read_parquet, read_rows
+from gpulane.parquet_rows import read_parquet
+from gpulane.record import read_rows
 from tests.conftest import fixture_path
 from tests.parse_helpers import json_rows, run_parse
 

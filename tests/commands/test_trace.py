@@ -10,7 +10,8 @@ import pytest
 
 from gpulane import cli
 from gpulane.commands.trace import main
-from gpulane.record import read_parquet, read_rows
+from gpulane.parquet_rows import read_parquet
+from gpulane.record import read_rows
 from tests.conftest import fixture_path
 
 BAD = str(fixture_path("traces/h200/bad.json.gz"))

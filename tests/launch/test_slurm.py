@@ -20,7 +20,8 @@ from gpulane.config.commands import SweepConfig
 from gpulane.config.load import typed
 from gpulane.launch.slurm.monitor import JobRecord
 from gpulane.launch.slurm.settings import executor_parameters, hydra_launcher_settings, settings
-from gpulane.record import Row, RowWriter, read_parquet, read_rows
+from gpulane.parquet_rows import read_parquet
+from gpulane.record import Row, RowWriter, read_rows
 from gpulane.rundir import make_run_dir
 from gpulane.session.collect import collect
 from tests.helpers import run_slurm

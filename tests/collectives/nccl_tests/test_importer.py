@@ -15,7 +15,8 @@ from gpulane.collectives.nccl_tests import importer
 from gpulane.collectives.nccl_tests.logs import rows_from_file
 from gpulane.commands.parse import main as front
 from gpulane.errors import InputError, ParseError
-from gpulane.record import Row, read_parquet, read_rows
+from gpulane.parquet_rows import read_parquet
+from gpulane.record import Row, read_rows
 from tests.collectives.nccl_tests.common import MPI_REAL, data_lines, errors, measured
 from tests.conftest import fixture_path
 from tests.helpers import gpulane

@@ -28,7 +28,7 @@ from gpulane.collectives.plan import build_plan
 from gpulane.config.commands import SweepConfig
 from gpulane.config.load import typed
 from gpulane.errors import InputError, MissingComponent
-from gpulane.record import read_parquet
+from gpulane.parquet_rows import read_parquet
 from gpulane.rundir import RunDir
 from gpulane.session.nccl_tests import run_nccl_tests
 from gpulane.session.prepare import prepare
