@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import socket
 import subprocess
 import threading
@@ -134,8 +135,32 @@ def discover(env: Mapping[str, str] | None = None) -> RankInfo | None:
     return None
 
 
+# Ports below the kernel's ephemeral range: a port the kernel hands out for bind(0) is
+# from that range, and between our probe and rank 0's listen any outgoing connection on
+# the host may take it as its source port (EADDRINUSE at rendezvous on a busy host).
+_RENDEZVOUS_PORTS = (20000, 32767)
+
+
+def _ephemeral_low() -> int:
+    try:
+        text = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text()
+        return int(text.split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port free right now on this host, for a local rendezvous."""
+    """A TCP port free right now on this host, for a local rendezvous: one below the
+    ephemeral range where there is one free (see _RENDEZVOUS_PORTS), else any."""
+    low, high = _RENDEZVOUS_PORTS[0], min(_RENDEZVOUS_PORTS[1], _ephemeral_low() - 1)
+    for _ in range(50 if high > low else 0):
+        port = random.randint(low, high)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind((host, port))
+            except OSError:
+                continue
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
         return int(s.getsockname()[1])

@@ -57,7 +57,7 @@ bash scripts/slurm-up.sh 8
 # 8-node Slurm, mpirun. Those three groups start first and mostly wait (on Slurm jobs, on
 # ranks), as do the localization tests (planted sleeps): on 2 cores, cores + 2 workers keep
 # both busy. GPULANE_TEST_WORKERS=0: no workers.
-workers=${GPULANE_TEST_WORKERS:-$(( $(nproc) + 2 ))}
+workers=${GPULANE_TEST_WORKERS:-$(( $(nproc) + 3 ))}
 set +e
 # pytest-benchmark, where installed, is no test extra and no test uses it (it only warned
 # on every worker that xdist disables it).

@@ -82,3 +82,26 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 group = OWN_CLUSTER.get(item.path.name, group) if marker == "slurm" else group
                 item.add_marker(pytest.mark.xdist_group(group))
                 break
+
+
+# GPULANE_TEST_CPU=FILE: each test's CPU seconds (its worker's and the processes it waited
+# for: CLI calls, their ranks), wall seconds, start time and worker appended to FILE, to find where CI's time goes
+# (benchmarks/ci/README.md). Slurm job steps run under slurmd and are not counted.
+if os.environ.get("GPULANE_TEST_CPU"):
+    import resource
+    import time
+
+    def _cpu() -> float:
+        own = resource.getrusage(resource.RUSAGE_SELF)
+        kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> object:
+        cpu, wall, start = _cpu(), time.monotonic(), time.time()
+        yield
+        took = time.monotonic() - wall
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "-")
+        line = f"{_cpu() - cpu:.2f} {took:.2f} {item.nodeid} {start:.1f} {worker}\n"
+        with open(os.environ["GPULANE_TEST_CPU"], "a", encoding="utf-8") as fh:
+            fh.write(line)

@@ -81,3 +81,23 @@ def test_hostlists() -> None:
     assert expand_hostlist("gpu[01-03],cpu1") == ["gpu01", "gpu02", "gpu03", "cpu1"]
     assert first_slurm_host("gpu[003-004,010],login1") == "gpu003"
     assert expand_hostlist("") == []
+
+
+def test_free_port_is_below_the_ephemeral_range_and_free() -> None:
+    """The rendezvous port comes from below the kernel's ephemeral range, where no outgoing
+    connection takes it as a source port between the probe and rank 0's listen."""
+    import socket
+    from pathlib import Path
+
+    from gpulane.rank import free_port
+
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    ports = {free_port() for _ in range(20)}
+    assert all(20000 <= p < low for p in ports), ports
+    assert len(ports) > 1  # drawn at random: two launches at once seldom meet
+    port = ports.pop()
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", port))  # free indeed
+        s.listen()
+        # taken: the next probe never returns it while it is held
+        assert port not in {free_port() for _ in range(50)}

@@ -52,6 +52,18 @@ from gpulane.planning.fixed import stage_launches  # noqa: E402
 
 TARGET = 0.15
 SPLITS = ("TP=4", "PP=2xTP=2", "PP=4")
+
+
+def splits_for(gpus: int) -> tuple[str, ...]:
+    """The splits of ``gpus`` GPUs, as the table lists them (TP first)."""
+    out = []
+    for tp in range(gpus, 0, -1):
+        if gpus % tp == 0:
+            pp = gpus // tp
+            out.append(f"TP={tp}" if pp == 1 else (f"PP={pp}" if tp == 1 else f"PP={pp}xTP={tp}"))
+    return tuple(out)
+
+
 RATIO_TARGET = {"dense": 1.2}
 DEFAULT_RATES = {"copy_gbps_read_plus_write_median": 4000.0, "matmul_bf16_tflops_median": 700.0}
 
@@ -65,13 +77,13 @@ def split_of(row: dict[str, Any]) -> str:
 
 def advise_json(
     advise_dir: Path, model: str, layers: int, batches: Sequence[int], input_lens: Sequence[int],
-    output_len: int, gpu: str,
+    output_len: int, gpu: str, gpus: int = 4,
 ) -> dict[str, Any]:  # fmt: skip
     """`gpulane advise` on the rows it measured (format=json), run in this process."""
     from gpulane.commands.advise import main
 
     argv = [
-        f"model={model}", f"model.num_layers={layers}", "gpus=4",
+        f"model={model}", f"model.num_layers={layers}", f"gpus={gpus}",
         f"batch={','.join(map(str, batches))}", f"input_len={','.join(map(str, input_lens))}",
         f"output_len={output_len}", f"run={advise_dir}", "topology=auto", f"gpu={gpu}",
         "calibrate=true", "measure=false", "format=json",
@@ -96,7 +108,7 @@ def measured_rows(runs: list[dict[str, Any]]) -> dict[tuple[Any, ...], dict[str,
 
 def picks(
     model: str, batch: int, input_len: int, pred: dict[str, dict[str, Any]],
-    meas: dict[tuple[Any, ...], dict[str, Any]],
+    meas: dict[tuple[Any, ...], dict[str, Any]], splits: Sequence[str] = SPLITS,
 ) -> list[dict[str, Any]]:  # fmt: skip
     """The split predicted best and the measured best, for decode (most tok/s) and
     prefill (shortest TTFT). ``right`` judges the recommendation only where every split
@@ -105,7 +117,7 @@ def picks(
     fewer than 2), and ``recommended_measured`` says whether the recommended split was."""
     out = []
     for goal in ("decode", "prefill"):
-        names = [n for n in SPLITS if n in pred]
+        names = [n for n in splits if n in pred]
 
         def predicted(n: str, goal: str = goal) -> float:
             return -float(pred[n][goal]["tokens_per_s"])
@@ -131,7 +143,10 @@ def picks(
     return out
 
 
-def advice_table(out: Path, gpu: str) -> tuple[list[str], list[dict[str, Any]], int, int, int, int]:
+def advice_table(
+    out: Path, gpu: str, gpus: int = 4
+) -> tuple[list[str], list[dict[str, Any]], int, int, int, int]:
+    splits = splits_for(gpus)
     runs = [r for r in rows_under(out / "runs") if r.get("kind") == "tokens"]
     meas = measured_rows(runs)
     models: dict[str, int] = {}
@@ -150,7 +165,7 @@ def advice_table(out: Path, gpu: str) -> tuple[list[str], list[dict[str, Any]], 
         batches = sorted({int(r["batch"]) for r in mine})
         input_lens = sorted({int(r["input_len"]) for r in mine})
         output_len = int(mine[0]["output_len"])
-        doc = advise_json(out / "advise", model, layers, batches, input_lens, output_len, gpu)
+        doc = advise_json(out / "advise", model, layers, batches, input_lens, output_len, gpu, gpus)
         heads.append(
             f"# {model} ({layers} layers): topology {doc['topology']}; compute: "
             + "; ".join(doc["compute"])
@@ -162,7 +177,7 @@ def advice_table(out: Path, gpu: str) -> tuple[list[str], list[dict[str, Any]], 
                     for p in doc["predictions"]
                     if (p["batch"], p["input_len"]) == (batch, input_len) and p["decode"]
                 }
-                for name in SPLITS:
+                for name in splits:
                     p = pred.get(name)
                     if p is None:
                         lines.append(f"| {model} ({layers}) | {name} | {batch} | {input_len} | "
@@ -186,7 +201,7 @@ def advice_table(out: Path, gpu: str) -> tuple[list[str], list[dict[str, Any]], 
                     path = p["placement"].get("tp_label") or p["placement"].get("pp_label") or "-"
                     lines.append(f"| {model} ({layers}) | {name} | {batch} | {input_len} | "
                                  + " | ".join(cells) + f" | {used} [{path}] |")  # fmt: skip
-                choice += picks(model, batch, input_len, pred, meas)
+                choice += picks(model, batch, input_len, pred, meas, splits)
     within = [f for f in figures if f["error"] is not None]
     ok = sum(abs(f["error"]) <= TARGET for f in within)
     right = sum(bool(p["right"]) for p in choice if p["right"] is not None)
@@ -327,13 +342,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rows", type=Path, default=None)
     ap.add_argument("--gpu", default="auto", help="gpu_specs key (auto: the topology's)")
     ap.add_argument("--dense", default="qwen2.5-72b", help="the 70B-class model of runs/")
+    ap.add_argument("--gpus", type=int, default=4, help="the GPUs advised on (4, or 2)")
     args = ap.parse_args(argv)
     out: Path = args.outdir
     if not any((out / "runs").rglob("rows.jsonl")) or not any((out / "advise").rglob("rows.jsonl")):
         print(f"{out}: no advise/ rows or no runs/ rows (run_gpu4.sh did not get that far)",
               file=sys.stderr)  # fmt: skip
         return 1
-    text, rows, ok, n, right, judged = advice_table(out, args.gpu)
+    text, rows, ok, n, right, judged = advice_table(out, args.gpu, args.gpus)
     ratio_lines, ratio_rows = ratio_table(out, args.dense)
     summary = (f"# within {100 * TARGET:.0f}%: {ok} of {n} figures; recommendation right in "
                f"{right} of {judged} cases")  # fmt: skip

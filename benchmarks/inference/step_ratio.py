@@ -62,6 +62,8 @@ def comm_ms(comm: MeasuredComm | None, calls: list[dict[str, Any]], tp: int) -> 
 
 def variant(extra: dict[str, Any], op: str) -> str:
     kind = "compiled" if extra.get("compile") else "eager"
+    if op == "decode" and extra.get("decode_kernels") == "gemv":
+        return "gemv"  # six kernels a dense layer, with their own attention
     return f"{kind}:{extra.get('decode_attention') or 'bmm'}" if op == "decode" else f"{kind}:sdpa"
 
 

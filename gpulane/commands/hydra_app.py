@@ -88,8 +88,11 @@ def _unreadable(override: str) -> bool:
     return False
 
 
-def check_overrides(config_name: str, overrides: list[str]) -> None:
-    """Compose the command's configuration once; one InputError for whatever is wrong."""
+def check_overrides(config_name: str, overrides: list[str], hydra_node: bool = False) -> Any:
+    """Compose the command's configuration once; one InputError for whatever is wrong.
+
+    Returns the composed configuration (with its ``hydra`` node when ``hydra_node``: what
+    a single run is then given, without Hydra composing it twice more)."""
     from hydra import compose, initialize_config_module
     from hydra.errors import ConfigCompositionException, MissingConfigException
     from omegaconf.errors import OmegaConfBaseException
@@ -104,7 +107,7 @@ def check_overrides(config_name: str, overrides: list[str]) -> None:
     combo = first_combination(overrides)
     try:
         with initialize_config_module("gpulane.conf", version_base="1.3"):
-            cfg = compose(config_name, overrides=combo)
+            cfg = compose(config_name, overrides=combo, return_hydra_config=hydra_node)
     except MissingConfigException as err:
         raise InputError(_missing_option(str(err))) from None
     except ConfigCompositionException as err:
@@ -117,8 +120,22 @@ def check_overrides(config_name: str, overrides: list[str]) -> None:
 
         data = OmegaConf.to_container(cfg, resolve=False)
         assert isinstance(data, dict)
+        data.pop("hydra", None)
         check_keys(data, schema)
-        check(typed(cfg, schema))
+        check(typed(_without_hydra(cfg), schema))
+    return cfg
+
+
+def _without_hydra(cfg: Any) -> Any:
+    """The job's part of a configuration composed with its ``hydra`` node."""
+    if "hydra" not in cfg:
+        return cfg
+    from omegaconf import OmegaConf, open_dict
+
+    job = OmegaConf.create(cfg)  # a copy: HydraConfig keeps the original
+    with open_dict(job):
+        del job["hydra"]
+    return job
 
 
 def _missing_option(text: str) -> str:
@@ -208,12 +225,9 @@ def run_hydra(config_name: str, task: Task, argv: list[str], prog: str) -> int:
     from gpulane.config.validate import check
 
     register()
-    if not any(a in HYDRA_INFO for a in argv):
-        check_overrides(config_name, [a for a in argv if a not in ("-m", "--multirun")])
     schema = COMMANDS[config_name]
     statuses: list[int] = []
 
-    @hydra.main(config_path="pkg://gpulane.conf", config_name=config_name, version_base="1.3")
     def _job(cfg: DictConfig) -> None:
         try:
             config: Any = typed(cfg, schema)
@@ -227,10 +241,30 @@ def run_hydra(config_name: str, task: Task, argv: list[str], prog: str) -> int:
             statuses.append(130)
             raise SystemExit(130) from None
 
+    multirun = any(a in ("-m", "--multirun") for a in argv)
+    if not any(a in HYDRA_INFO for a in argv):
+        overrides = [a for a in argv if a not in ("-m", "--multirun")]
+        # Hydra's own keys (hydra.run.dir=...) are Hydra's to apply: hydra.main then
+        own = any(a.lstrip("+~").startswith(("hydra.", "hydra/")) for a in overrides)
+        single = not multirun and not own
+        composed = check_overrides(config_name, overrides, hydra_node=single)
+        if single:
+            # One run: the configuration just checked is the job's. hydra.main would
+            # compose it twice more (0.5-0.6 CPU-s each, most of a short command's start)
+            # for what it adds to a run here: nothing (no output dir, no logging, no chdir).
+            from hydra.core.hydra_config import HydraConfig
+
+            HydraConfig.instance().set_config(composed)
+            _job(_without_hydra(composed))
+            return max(statuses, default=0)
+    app: Callable[[], None] = hydra.main(
+        config_path="pkg://gpulane.conf", config_name=config_name, version_base="1.3"
+    )(_job)
+
     saved = sys.argv
     sys.argv = [prog, *argv]
     try:
-        _job()
+        app()
     except SystemExit as ex:
         # Hydra exits 1 after printing an error of its own (one check_overrides missed).
         code = ex.code if isinstance(ex.code, int) else 1

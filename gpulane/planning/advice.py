@@ -14,6 +14,7 @@ from gpulane.planning.compute import Compute, GpuSpec, calibrate
 from gpulane.planning.placement import place
 from gpulane.planning.predict import Prediction, Workload, predict, splits
 from gpulane.planning.recommend import Recommendation, recommend
+from gpulane.planning.step_collectives import with_step_collectives
 from gpulane.topology.model import Topology
 
 
@@ -44,6 +45,9 @@ def advise(
         compute = Compute(spec)
         if token_rows:
             compute = calibrate(compute, shape, token_rows, wl.batch, wl.input_len, wl.dtype_bytes)
+            compute = with_step_collectives(
+                compute, shape, token_rows, comms, topology, wl.dtype_bytes
+            )
         if compute.source not in out.computes:
             out.computes.append(compute.source)
         for tp, pp, why in splits(shape, gpus):

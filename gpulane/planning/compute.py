@@ -104,6 +104,9 @@ class Compute:
     # less time than the host takes to launch it
     host_kernel_ms: float = 0.0
     host_collective_ms: float = 0.0
+    # what each TP collective of a decode step costs beyond its measured curve (0: the
+    # curve alone), fitted by :mod:`~gpulane.planning.step_collectives`
+    decode_collective_ms: float = 0.0
 
     def decode_ms(
         self, shape: ModelShape, tp: int, pp: int, stage: int, seqs: int, ctx: int, dbytes: int
@@ -350,20 +353,25 @@ def _eager_rows(rows: list[Mapping[str, Any]], target: ModelShape, compiled: boo
     return out
 
 
-def _split_host(times: list[tuple[float, int, int, str]], cap: float) -> tuple[float, float, str]:
-    """(ms per kernel, ms per collective, the row) from host times of passes of
-    ``kernels`` launches and ``colls`` TP collectives each: the per-kernel cost from the
-    tightest pass without collectives (one rank: nothing else on its host's clock), else
-    the tightest pass's time spread over kernels and collectives alike, held under
-    ``cap``; the collectives take what is left (at least a launch)."""
-    alone = [(t / k, w) for t, k, c, w in times if c == 0]
-    if alone:
-        kernel_ms, where = min(alone)
-    else:
-        spread = min((t / (k + c), w) for t, k, c, w in times)
-        kernel_ms, where = min(spread[0], cap), spread[1]
-    coll_ms = min(((t - k * kernel_ms) / c for t, k, c, _ in times if c), default=kernel_ms)
-    return kernel_ms, max(coll_ms, kernel_ms), where
+def _typical_pace(passes: list[tuple[float, int, int, str]]) -> tuple[float, str]:
+    """(ms per launch, what it is) of the host's typical pass: the median over ``passes``
+    (host ms, kernels, TP collectives, where) of each one's time per launch, kernels and
+    collectives alike.
+
+    Why the median, not the tightest pass: the host's time a launch is not a constant of
+    the machine. Round 3b's call timed the same 8-layer eager pass of qwen3-30b-a3b six
+    times at 41 to 63 us a launch, in no order of rank count; its host-bound pipeline
+    issued at 58 us a launch while the tightest calibration pass said 44. A pipeline runs
+    at whatever pace its pass gets, so the typical pass predicts it, the best one does
+    not. Kernels and collectives share one cost: the calibration passes differ by 16
+    collectives against ~300 kernels, and a pass-to-pass spread of 1.5x over the kernels
+    is larger than anything the collectives could be told apart by."""
+    paces = sorted((t / max(1, k + c), w) for t, k, c, w in passes)
+    n = len(paces)
+    mid = paces[n // 2][0] if n % 2 else (paces[n // 2 - 1][0] + paces[n // 2][0]) / 2
+    lo, hi = paces[0][0] * 1e3, paces[-1][0] * 1e3
+    spread = f"{lo:.1f}-{hi:.1f} us" if n > 1 else f"{lo:.1f} us"
+    return mid, f"median of {n} passes at {spread} a launch"
 
 
 def _host_fit(
@@ -376,40 +384,49 @@ def _host_fit(
     eager TP=4 pass took the host 16.9 ms for qwen3-30b-a3b, 128 experts, and at most
     12.2 ms for mixtral-8x7b, 8 experts).
 
-    - Where rows carry the host's own clock around the eager call (``extra.eager_host_ms``,
-      the time to issue it, which the GPU's time does not hide), that is the host's time:
-      kernels x per kernel + collectives x per collective.
-    - Else, a row whose eager time is :data:`HOST_BOUND` x its replay or more was bound by
-      the host: its eager time *is* the host's time. Every eager time bounds the host's
-      time from above (the end event is queued after the last launch).
-    - Else (every eager prefill GPU-bound) the host's time is not known, only bounded:
-      (0, 0) and a note saying so, with the bound, so that the printed model says that a
-      pipeline's small chunks may be host-bound at up to that cost."""
+    A pass's host time: the host's own clock around the eager call
+    (``extra.eager_host_ms``, rank 0's time to issue it, which the GPU's time does not
+    hide) where the row has it; and where the eager time is :data:`HOST_BOUND` x its
+    replay or more, the eager time itself if longer (the GPUs of a TP pass wait on each
+    other at every collective, so a host-bound eager time is the pace of the group's
+    slowest host, which rank 0's clock does not see: round 3b's TP=2 pass of qwen3-30b-a3b
+    at batch 4 issued in 13.0 ms on rank 0 and ran 18.0 ms eagerly against a 9.2 ms
+    replay). The floor is the typical pass's (:func:`_typical_pace`).
+
+    Where no row is clocked or host-bound (every eager prefill GPU-bound) the host's time
+    is not known, only bounded: (0, 0) and a note saying so, with the bound, so that the
+    printed model says that a pipeline's small chunks may be host-bound at up to that."""
     found = _eager_rows(rows, target, compiled)
     if not found:
         return 0.0, 0.0, None
-    bounds = [e.eager_ms / e.kernels for e in found]
-    clocked = [(e.host_ms, e.kernels, e.colls, e.where) for e in found if e.host_ms is not None]
+
+    def bound(e: _Eager) -> bool:
+        return e.eager_ms >= HOST_BOUND * e.graph_ms
+
+    clocked = [
+        (max(e.host_ms, e.eager_ms if bound(e) else 0.0), e.kernels, e.colls, e.where)
+        for e in found
+        if e.host_ms is not None
+    ]
     if clocked:
-        k, c, where = _split_host(clocked, min(bounds))
+        per, what = _typical_pace(clocked)
         return (
-            k,
-            c,
+            per,
+            per,
             (
-                f"eager prefill host floor {k * 1e3:.1f} us/kernel, {c * 1e3:.1f} us/collective "
-                f"(the host's clock around {len(clocked)} eager prefills, tightest: {where})"
+                f"eager prefill host floor {per * 1e3:.1f} us a launch (the host's clock around "
+                f"{len(clocked)} eager prefills, host-bound eager times where longer: {what})"
             ),
         )
-    bound = [(e.eager_ms, e.kernels, e.colls, e.where) for e in found
-             if e.eager_ms >= HOST_BOUND * e.graph_ms]  # fmt: skip
-    if bound:
-        k, c, where = _split_host(bound, min(bounds))
+    host_bound = [(e.eager_ms, e.kernels, e.colls, e.where) for e in found if bound(e)]
+    if host_bound:
+        per, what = _typical_pace(host_bound)
         return (
-            k,
-            c,
+            per,
+            per,
             (
-                f"eager prefill host floor {k * 1e3:.1f} us/kernel, {c * 1e3:.1f} "
-                f"us/collective (host-bound eager runs, tightest: {where})"
+                f"eager prefill host floor {per * 1e3:.1f} us a launch (host-bound eager runs: "
+                f"{what})"
             ),
         )
     tight = min(found, key=lambda e: e.eager_ms / (e.kernels + e.colls))

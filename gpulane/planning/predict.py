@@ -38,7 +38,9 @@ MODEL_TEXT = """\
 model (per GPU; TP all-reduces do not overlap compute, pipeline sends do):
   stage time  = compute of its layers + its TP collectives
                 (2 all-reduces per layer of hidden x tokens x bytes, +1 on the first stage
-                 for the embedding, an all-gather of the logits on the last)
+                 for the embedding, an all-gather of the logits on the last); in a
+                decode step each TP collective also pays what the calibration's steps,
+                timed with and without their collectives, took beyond its curve
   decode step = max(m x slowest stage, sum of stages + sends)       m micro-batches in flight
                 tokens = batch / m per micro-batch; sends: 2 x hidden x tokens x bytes per
                 stage boundary, and the sampled tokens back to stage 0
@@ -47,8 +49,9 @@ model (per GPU; TP all-reduces do not overlap compute, pipeline sends do):
                 a pipeline's chunks run eagerly: each stage's host issues its k chunks
                 from the start, side by side with the others (a receive waits on the
                 GPU, not the host), at the host's cost of its kernels, collectives and
-                sends (calibrated on eager beside graph prefills); a stage finishes a
-                chunk no sooner than its host has issued it
+                sends (the typical pass's cost a launch: the median of the eager
+                prefills the calibration timed beside its graph replays); a stage
+                finishes a chunk no sooner than its host has issued it
   decode tok/s = batch / step; prefill tok/s = batch x input_len / TTFT
   collective times: measured curves of the build, interpolated log-log over size (linear
   in size above the largest measured size), where the ranks' path is the measured one;
@@ -178,9 +181,10 @@ class Workload:
 
 
 def _stage_comm(
-    comms: Comms, calls: list[CommCall], tp: int, placement: Placement
+    comms: Comms, calls: list[CommCall], tp: int, placement: Placement, extra_ms: float = 0.0
 ) -> tuple[float, float, list[dict[str, Any]], list[str]]:
-    """(TP collective ms, send ms, calls with their times, sources) of one stage's calls."""
+    """(TP collective ms, send ms, calls with their times, sources) of one stage's calls;
+    ``extra_ms`` added to each TP collective (its cost inside a step beyond its curve)."""
     coll = sends = 0.0
     out, sources = [], []
     for c in calls:
@@ -189,7 +193,7 @@ def _stage_comm(
             sends += c.count * t.time_us / 1e3
         else:
             t = comms.time(c.op, tp, c.size_bytes, placement.tp_label, placement.tp_gbps)
-            coll += c.count * t.time_us / 1e3
+            coll += c.count * (t.time_us / 1e3 + extra_ms)
         out.append({**c.to_dict(), "time_us": t.time_us, "source": t.source,
                     "extrapolated": t.extrapolated})  # fmt: skip
         if t.source not in sources:
@@ -211,13 +215,14 @@ def _phase(
     decode: bool,
     total_tokens: int,
     host_ms: list[float] | None = None,
+    collective_extra_ms: float = 0.0,
 ) -> Phase:
     stage_ms, coll_ms, boundary_ms, send_ms = [], [], [], 0.0
     all_calls: list[dict[str, Any]] = []
     sources: list[str] = []
     for s in range(pp):
         calls = step_comm(shape, tp, pp, tokens, rows, dbytes, s)
-        coll, sends, detail, src = _stage_comm(comms, calls, tp, placement)
+        coll, sends, detail, src = _stage_comm(comms, calls, tp, placement, collective_extra_ms)
         if decode and pp > 1 and s == pp - 1:  # sampled tokens back to stage 0
             t = comms.time("send", 2, rows * TOKEN_BYTES, placement.pp_label, placement.pp_gbps)
             sends += t.time_us / 1e3
@@ -335,8 +340,9 @@ def predict(
     ctx = cache_len(wl.input_len, wl.output_len)
     dec_compute = [compute.decode_ms(shape, tp, pp, s, per_mb, ctx, dbytes) for s in range(pp)]
     pred.decode = _phase(
-        shape, tp, pp, m, per_mb, per_mb, dec_compute, comms, placement, dbytes, True, wl.batch
-    )
+        shape, tp, pp, m, per_mb, per_mb, dec_compute, comms, placement, dbytes, True, wl.batch,
+        None, compute.decode_collective_ms,
+    )  # fmt: skip
     # prefill: chunks of whole sequences, at least m of them when pp > 1
     chunks = prefill_chunks(wl.batch, wl.input_len, wl.chunk_tokens, m if pp > 1 else 1)
     seqs = max(r.stop - r.start for r in chunks)

@@ -84,3 +84,61 @@ def test_heldout_table_on_the_committed_8b_rows(tmp_path: Path) -> None:
     assert "| nvlink | llama3-8b (32) | TP=2 | 1 | 59851 | 58113 | +3% | 232 | 221 | +5% |" in text
     assert "# within 15%: 8 of 8 figures; recommendation right in 4 of 4 cases" in text
     assert text.count("| TP=2 | TP=2 | yes |") == 4
+
+
+def test_round4_table_sets_before_and_after_side_by_side(tmp_path: Path) -> None:
+    """decode_round4.py on the committed 8B TP=2 rows (before) and the same rows as a
+    gemv run would write them (after, 20 % faster; one batch-1 run whose kernels failed):
+    the same roofline and collectives on both sides, each side's ratios and kernels."""
+    rates = json.loads((H200 / "copy_bw.json").read_text())
+    (tmp_path / "copy_bw.json").write_text(json.dumps(rates))
+    (tmp_path / "sweep2" / "run").mkdir(parents=True)
+    shutil.copy(
+        ROOT / "tests/fixtures/advise/nvlink-rows.jsonl", tmp_path / "sweep2/run/rows.jsonl"
+    )
+    before = (H200 / "builds" / "20261122-032835-nvlink-2755" / "rows.jsonl").read_text()
+    rows = [json.loads(x) for x in before.splitlines() if x.strip()]
+    after, failed = [], []
+    for r in rows:
+        if r["op"] != "decode":
+            continue
+        a = json.loads(json.dumps(r))
+        a["time_us"] *= 0.8
+        a["extra"].update(decode_kernels="gemv", kernels_per_layer=6, compile=True)
+        a["extra"]["compute_only_ms"] *= 0.8
+        a["started_at"] = "z"  # run after the before
+        after.append(a)
+        if r["batch"] == 1:
+            f = json.loads(json.dumps(r))
+            f["extra"].update(decode_kernels="gemv", gemv_error="RuntimeError: no", compile=True)
+            failed.append(f)
+    for name, part in (("before", rows), ("after", after), ("failed", failed)):
+        (tmp_path / "decode" / name).mkdir(parents=True)
+        text = "".join(json.dumps(r) + "\n" for r in part)
+        (tmp_path / "decode" / name / "rows.jsonl").write_text(text)
+    done = _run(str(BENCH / "decode_round4.py"), str(tmp_path), "--rows", str(tmp_path / "r.jsonl"))
+    assert done.returncode in (0, 1), done.stderr
+    figs = [json.loads(x) for x in (tmp_path / "r.jsonl").read_text().splitlines()]
+    assert len(figs) == 5
+    by = {(f["batch"], f["kernels_used"]): f for f in figs}
+    for b in (1, 16):
+        old, new = by[(b, "compiled")], by[(b, "gemv")]
+        assert new["roofline_ms"] == old["roofline_ms"] > 0
+        assert new["collectives_ms"] == old["collectives_ms"] > 0
+        assert abs(new["measured_ms"] - old["measured_ms"] * 0.8) < 0.002
+        assert new["ratio"] == round(
+            new["measured_ms"] / (new["roofline_ms"] + new["collectives_ms"]), 3
+        )
+        assert (old["kernels_per_layer"], new["kernels_per_layer"]) == (20, 6)  # eager before
+        co = new["compute_ratio"] * new["roofline_ms"]
+        assert (
+            abs(new["floor_us_per_kernel"] - (co - new["roofline_ms"]) / (6 * 32 + 3) * 1e3) < 0.1
+        )
+    missed = any(
+        f["ratio"] > 1.2 or f["compute_ratio"] > 1.3 for f in figs if f["kernels_used"] == "gemv"
+    )
+    assert done.returncode == (1 if missed else 0)
+    assert by[(1, "gemv failed")]["error"] == "RuntimeError: no"
+    lines = [x for x in done.stdout.splitlines() if x.startswith("| llama3-8b (32) | 2 | 1 |")]
+    assert [x.split("|")[4].strip() for x in lines] == ["compiled", "gemv", "gemv failed"]
+    assert "- llama3-8b TP=2: RuntimeError: no" in done.stdout

@@ -48,10 +48,12 @@ def outdir(tmp_path: Path) -> Path:
     return out
 
 
-def _measured_runs(out: Path, factor: dict[tuple[str, int, str], float]) -> dict[str, Any]:
-    """runs/ rows of llama3-8b at the three splits with the advisor's own tokens/s times
-    ``factor`` (1 where not named)."""
-    doc = heldout4.advise_json(out / "advise", "llama3-8b", 32, [1, 16], [512], 16, "auto")
+def _measured_runs(
+    out: Path, factor: dict[tuple[str, int, str], float], gpus: int = 4
+) -> dict[str, Any]:
+    """runs/ rows of llama3-8b at the splits of ``gpus`` GPUs with the advisor's own
+    tokens/s times ``factor`` (1 where not named)."""
+    doc = heldout4.advise_json(out / "advise", "llama3-8b", 32, [1, 16], [512], 16, "auto", gpus)
     rows = []
     for p in doc["predictions"]:
         for op in ("prefill", "decode"):
@@ -152,3 +154,24 @@ def test_every_split_measured_keeps_the_short_table(outdir: Path, tmp_path: Path
     text = md.read_text()
     assert "of the measured splits" not in text and "not measured" not in text
     assert "recommendation right in 4 of 4 cases\n" in text
+
+
+def test_splits_of_each_gpu_count() -> None:
+    assert heldout4.splits_for(4) == heldout4.SPLITS
+    assert heldout4.splits_for(2) == ("TP=2", "PP=2")
+    assert heldout4.splits_for(1) == ("TP=1",)
+    assert heldout4.splits_for(3) == ("TP=3", "PP=3")
+    assert heldout4.splits_for(8) == ("TP=8", "PP=2xTP=4", "PP=4xTP=2", "PP=8")
+
+
+def test_two_gpu_fallback_table(outdir: Path, tmp_path: Path) -> None:
+    """GPUS=2 (run_gpu4_round4.sh on a 2-GPU kind): TP=2 against PP=2, judged alike; a
+    PP=2 prefill off by half is the one figure outside."""
+    _measured_runs(outdir, {("PP=2", 1, "prefill"): 0.5}, gpus=2)
+    md = tmp_path / "t2.md"
+    assert heldout4.main([str(outdir), "--dense", "none", "--gpus", "2", "--md", str(md)]) == 1
+    text = md.read_text()
+    assert "| llama3-8b (32) | TP=2 | 1 | 512 |" in text
+    assert "| llama3-8b (32) | PP=2 | 16 | 512 |" in text
+    assert "TP=4" not in text and "PP=4" not in text
+    assert "# within 15%: 7 of 8 figures; recommendation right in 4 of 4 cases" in text

@@ -1,0 +1,190 @@
+"""Decode steps before (``decode_kernels=compiled``) and after (``decode_kernels=gemv``)
+side by side, against the roofline plus the step's own collectives: issue 32's table.
+
+usage: python benchmarks/inference/decode_round4.py OUTDIR [--md FILE] [--rows FILE]
+
+Reads what `run_decode_round4.sh OUTDIR` left there:
+
+- ``copy_bw.json``: the device copy bandwidth (the HBM roofline's rate);
+- ``sweep*/``: the CUDA-graph all_reduce / all_gather sweeps of build ``round4`` (2 and,
+  with 4 GPUs, 4 ranks): a step's collective time is the calls it makes
+  (``extra.comm_per_step``) timed on those curves (:mod:`gpulane.planning.comm`);
+- ``decode/``: the `gpulane tokens` rows (decode; ``extra.compute_only_ms``: the same
+  steps with the collectives as no-ops); every run of a (model, TP, batch, kernels) is
+  kept, in the order run (before and after alternate);
+- ``profile/profile.json``: profile_decode.py's kernel counts of the 8B at TP=1.
+
+Per row: step / (roofline + collectives) (target 1.2), compute alone / roofline (the
+8B's targets at TP=2 and 4: 1.3 and 1.6), the kernels a layer launches (``gemv``: as
+chosen, ``extra.kernels_per_layer``; ``compiled``: gpulane.planning.fixed's count) and
+the per-kernel floor: (compute alone - roofline) / kernels the step launches. Exit 1
+when a target is missed or nothing was measured (the table is still written).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.inference.step_ratio import from_tokens  # noqa: E402
+from gpulane.inference.shapes import packaged_shape  # noqa: E402
+from gpulane.planning.comm import MeasuredComm  # noqa: E402
+from gpulane.planning.fixed import stage_launches  # noqa: E402
+from gpulane.record import read_rows  # noqa: E402
+
+STEP_TARGET = 1.2
+COMPUTE_TARGET = {("llama3-8b", 2): 1.3, ("llama3-8b", 4): 1.6}
+
+
+def rows_under(path: Path) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for sub in sorted(path.glob("**/rows.jsonl")):
+        out += list(read_rows(sub.parent))
+    return out
+
+
+def figures(out: Path) -> list[dict[str, Any]]:
+    rates = json.loads((out / "copy_bw.json").read_text())
+    bw = float(rates["copy_gbps_read_plus_write_median"])
+    tflops = float(rates.get("matmul_bf16_tflops_median") or 1.0)  # prefills only: unused
+    coll = []
+    for sweep in sorted(out.glob("sweep*")):
+        coll += [r for r in rows_under(sweep) if r.get("kind") == "collective"]
+    coll = [r for r in coll if r.get("status") == "ok"]
+    comms = {b: MeasuredComm(coll, b) for b in sorted({str(r.get("build")) for r in coll})}
+    figs = []
+    for r in rows_under(out / "decode"):
+        if r.get("kind") != "tokens" or r.get("op") != "decode":
+            continue
+        f = from_tokens(r, comms, bw, tflops)
+        if f is None:
+            continue
+        extra = r.get("extra") or {}
+        layers = int(r["layers"])
+        f["layers"] = layers
+        f["kernels_used"] = str(extra.get("decode_kernels") or "compiled")
+        f["started"] = str(r.get("started_at") or "")
+        co = f.get("compute_only_ms")
+        if co is None and int(r["tp"]) == 1:  # one GPU: the step is compute alone
+            co = f["measured_ms"]
+        roof = f["roofline_ms"] or None  # a tiny model rounds to 0
+        f["compute_ratio"] = None if co is None or roof is None else round(co / roof, 3)
+        per_layer = extra.get("kernels_per_layer")
+        shape = packaged_shape(str(r["model"]))
+        if per_layer is None and shape is not None:
+            compiled = bool(extra.get("compile"))
+            n = stage_launches(shape.with_layers(layers), f["tp"], 1, 0, compiled)[0]
+            per_layer = round(n / layers, 1)
+        f["kernels_per_layer"] = per_layer
+        f["choice"] = extra.get("gemv_choice")
+        if extra.get("gemv_error"):  # the six kernels failed: the compiled path ran
+            f["kernels_used"] = "gemv failed"
+            f["error"] = extra["gemv_error"]
+        if co is not None and per_layer is not None:
+            kernels = per_layer * layers + 3  # embedding, final norm, LM head
+            f["floor_us_per_kernel"] = round((co - f["roofline_ms"]) / kernels * 1e3, 2)
+        figs.append(f)
+    return figs
+
+
+def profile_lines(out: Path) -> list[str]:
+    try:
+        doc = json.loads((out / "profile" / "profile.json").read_text())
+    except (OSError, ValueError):
+        return []
+    layers = int(doc.get("layers") or 1)
+    lines = [
+        f"# kernels of one decode step ({doc.get('model')}, {layers} layers, one GPU, input "
+        f"{doc.get('input_len')}; profile_decode.py)",
+        "",
+        "| batch | kernels | step ms (graph) | roofline ms | ratio | kernels in the step | "
+        "per layer | kernel busy ms |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for d in doc.get("decode", []):
+        if "error" in d:
+            lines.append(f"| {d['batch']} | {d['variant']} | failed: {d['error'][:80]} |")
+            continue
+        k = d["kernels"]
+        lines.append(
+            f"| {d['batch']} | {d['variant']} | {d['step_ms']:.3f} | {d['roofline_ms']:.3f} | "
+            f"{d['ratio']:.2f} | {k['count']} | {k['count'] / layers:.1f} | {k['busy_ms']:.3f} |"
+        )
+    return [*lines, ""]
+
+
+def table(figs: list[dict[str, Any]]) -> tuple[str, bool]:
+    lines = [
+        "| model (layers) | TP | batch | kernels | step ms | roofline ms | collectives ms | "
+        "step / (roofline + comm) | compute alone ms | compute / roofline | kernels a layer "
+        "| above roofline, us per kernel |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    ok = bool(figs)
+    order = {"compiled": 0, "gemv": 1}
+    for f in sorted(
+        figs,
+        key=lambda f: (f["model"], f["tp"], f["batch"], order.get(f["kernels_used"], 2), f["started"]),
+    ):  # fmt: skip
+        coll = "-" if f["collectives_ms"] is None else f"{f['collectives_ms']:.3f}"
+        cr = f["compute_ratio"]
+        co = "-" if cr is None else f"{cr * f['roofline_ms']:.3f}"
+        if f["kernels_used"] == "gemv":
+            ok &= f["ratio"] <= STEP_TARGET
+            target = COMPUTE_TARGET.get((f["model"], f["tp"]))
+            if target is not None and cr is not None:
+                ok &= cr <= target
+        lines.append(
+            f"| {f['model']} ({f['layers']}) | {f['tp']} | {f['batch']} | {f['kernels_used']} | "
+            f"{f['measured_ms']:.3f} | {f['roofline_ms']:.3f} | {coll} | {f['ratio']:.2f} | "
+            f"{co} | {'-' if cr is None else f'{cr:.2f}'} | {f['kernels_per_layer']} | "
+            f"{f.get('floor_us_per_kernel', '-')} |"
+        )
+    return "\n".join(lines), ok
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("outdir", type=Path)
+    ap.add_argument("--md", type=Path, default=None)
+    ap.add_argument("--rows", type=Path, default=None)
+    args = ap.parse_args(argv)
+    figs = figures(args.outdir)
+    text, ok = table(figs)
+    errors = sorted({f"- {f['model']} TP={f['tp']}: {f['error']}" for f in figs if f.get("error")})
+    choices = sorted({f"{k}: {v}" for f in figs if f.get("choice") for k, v in f["choice"].items()})
+    doc = "\n".join(
+        [
+            "# decode steps, before (compiled) and after (gemv)",
+            "",
+            text,
+            "",
+            *profile_lines(args.outdir),
+            *(
+                ["# gemv failed (those rows ran the compiled path)", "", *errors, ""]
+                if errors
+                else []
+            ),
+            "# gemv's choice per product (op rows x N x K)",
+            "",
+            *[f"- {c}" for c in choices],
+            "",
+        ]
+    )
+    print(doc, end="")
+    if args.md:
+        args.md.write_text(doc)
+    if args.rows:
+        args.rows.write_text("".join(json.dumps(f) + "\n" for f in figs))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
