@@ -317,34 +317,21 @@ def read_rows(path: str | os.PathLike[str]) -> Iterator[Row]:
     is skipped, and a warning says how many were, and which (once per file and size in a
     process): a last line cut off by a crash, or lines damaged after the run wrote them.
     """
-    whole_base: dict[str, Any] | None = None  # the last facts seen to hold every field
-    for data, base in _lines(path):
-        if base is not None and len(data) == len(FIELDS):
-            # A line joined with its facts: when the facts hold exactly the fields and the
-            # line added none, so does the row. Checked once per facts (the check is most
-            # of the time a row takes otherwise, and an import's rows are many).
-            if base is not whole_base and len(base) == len(FIELDS) and base.keys() == _FIELD_SET:
-                whole_base = base
-            if base is whole_base:
-                row = object.__new__(Row)
-                row.__dict__ = data
-                yield row
-                continue
-        yield row_of(data)
+    return _lines(path, typed=True)
 
 
 def _row_dicts(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
     """The lines of :func:`read_rows` as they are, for the Parquet copy (whose columns
     are the keys of the lines, those that are not fields too)."""
-    for data, _ in _lines(path):
-        yield data
+    return _lines(path, typed=False)
 
 
-def _lines(path: str | os.PathLike[str]) -> Iterator[tuple[dict[str, Any], dict[str, Any] | None]]:
-    """Each readable line's dict, joined with its facts, and those facts (None: a line
-    that holds the whole row); see :func:`read_rows`."""
+def _lines(path: str | os.PathLike[str], typed: bool) -> Iterator[Any]:
+    """Each readable line, joined with its facts: a Row (``typed``) or its dict."""
     p = Path(path)
     files = sorted(p.rglob(ROWS_JSONL)) if p.is_dir() else [p]
+    width, new = len(FIELDS), object.__new__
+    whole_base: dict[str, Any] | None = None  # the last facts seen to hold every field
     for f in files:
         bad: list[int] = []
         cut = False
@@ -358,13 +345,29 @@ def _lines(path: str | os.PathLike[str]) -> Iterator[tuple[dict[str, Any], dict[
                     row = json.loads(line)
                 except json.JSONDecodeError:
                     row = None
-                base = None
-                if isinstance(row, dict) and FACTS_KEY in row:
-                    base = facts.get(row[FACTS_KEY]) if type(row[FACTS_KEY]) is int else None
-                    row = None if base is None else join(row, base)
                 if isinstance(row, dict):
-                    yield row, base
-                elif raw.endswith("\n"):
+                    if FACTS_KEY not in row:
+                        yield row_of(row) if typed else row
+                        continue
+                    base = facts.get(row[FACTS_KEY]) if type(row[FACTS_KEY]) is int else None
+                    if base is not None:
+                        row = join(row, base)
+                        if not typed:
+                            yield row
+                            continue
+                        # When the facts hold exactly the fields and the line added none,
+                        # so does the row: checked once per facts (the check is most of
+                        # the time a row takes otherwise, and an import's rows are many).
+                        if base is not whole_base and len(base) == width:
+                            whole_base = base if base.keys() == _FIELD_SET else whole_base
+                        if base is whole_base and len(row) == width:
+                            typed_row = new(Row)
+                            typed_row.__dict__ = row
+                            yield typed_row
+                        else:
+                            yield row_of(row)
+                        continue
+                if raw.endswith("\n"):
                     bad.append(number)
                 else:
                     cut = True
