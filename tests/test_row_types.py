@@ -22,6 +22,7 @@ DICT_ROWS = re.compile(r"\b(list|Iterator|Iterable|Sequence)\[dict\[")
 # Where rows are read back and used: these take Row and nothing else.
 TYPED = [
     "gpulane/record.py",
+    "gpulane/parquet_rows.py",
     "gpulane/rundir.py",
     "gpulane/session",
     "gpulane/collectives/table.py",
@@ -47,7 +48,7 @@ TYPED = [
 WRITE_SIDE = {
     "gpulane/record.py:row_values",
     "gpulane/record.py:write",
-    "gpulane/record.py:add",
+    "gpulane/parquet_rows.py:add",
     "gpulane/record.py:_row_dicts",
 }
 
