@@ -7,12 +7,13 @@ at the end (see DESIGN.md, "Result record").
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import gc
 import json
 import operator
 import os
 import socket
-import tempfile
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -29,7 +30,6 @@ from gpulane.runfacts import (
     RunFacts,
     SharedText,
     join,
-    join_frame,
 )
 
 # Re-exported: rows are made with them (importers, rundir).
@@ -128,16 +128,42 @@ class Row:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Row:
-        names = {f.name for f in dataclasses.fields(cls)}
-        known = {k: v for k, v in data.items() if k in names}
-        unknown = {k: v for k, v in data.items() if k not in names}
+        """A row from its dict (``to_dict``, a rows.jsonl line); keys that are not fields go
+        into ``extra``."""
+        known = {k: v for k, v in data.items() if k in _FIELD_SET}
+        unknown = {k: v for k, v in data.items() if k not in _FIELD_SET}
         row = cls(**known)
         if unknown:
-            row.extra = {**row.extra, **unknown}
+            row.extra = {**(row.extra or {}), **unknown}
         return row
 
 
 FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Row))
+_FIELD_SET = frozenset(FIELDS)
+# The fields without a default: a line read back that lacks one (written by hand, or by
+# an old gpulane) gets None rather than being lost.
+_REQUIRED = {
+    f.name: None
+    for f in dataclasses.fields(Row)
+    if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+}
+
+
+def row_of(data: dict[str, Any]) -> Row:
+    """The Row of a dict read back (a rows.jsonl line, joined with its facts).
+
+    A line as gpulane writes it holds exactly the fields: the dict becomes the row's
+    attributes as it is (no copy, no keyword call), which keeps reading a large import's
+    rows as fast as reading the dicts was. Any other dict goes through
+    :meth:`Row.from_dict` (unknown keys into ``extra``)."""
+    if len(data) == len(FIELDS) and data.keys() == _FIELD_SET:
+        row = object.__new__(Row)
+        row.__dict__ = data
+        return row
+    missing = [name for name in _REQUIRED if name not in data]
+    return Row.from_dict({**dict.fromkeys(missing), **data} if missing else data)
+
+
 _NESTED = (dict, list, tuple)
 
 
@@ -282,16 +308,30 @@ def _ends_with_newline(path: Path) -> bool:
         return fh.read(1) == b"\n"
 
 
-def read_rows(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
-    """Rows of a JSON Lines file, or of every rows.jsonl under a directory.
+def read_rows(path: str | os.PathLike[str]) -> Iterator[Row]:
+    """Rows of a JSON Lines file, or of every rows.jsonl under a directory, as :class:`Row`
+    (keys that are not fields in ``extra``, see :func:`row_of`).
 
     Every complete line is returned, joined with its run's facts (facts.jsonl beside it,
     see gpulane.runfacts). A line that is not a JSON object, or whose facts are missing,
     is skipped, and a warning says how many were, and which (once per file and size in a
     process): a last line cut off by a crash, or lines damaged after the run wrote them.
     """
+    return _lines(path, typed=True)
+
+
+def _row_dicts(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
+    """The lines of :func:`read_rows` as they are, for the Parquet copy (whose columns
+    are the keys of the lines, those that are not fields too)."""
+    return _lines(path, typed=False)
+
+
+def _lines(path: str | os.PathLike[str], typed: bool) -> Iterator[Any]:
+    """Each readable line, joined with its facts: a Row (``typed``) or its dict."""
     p = Path(path)
     files = sorted(p.rglob(ROWS_JSONL)) if p.is_dir() else [p]
+    width, new = len(FIELDS), object.__new__
+    whole_base: dict[str, Any] | None = None  # the last facts seen to hold every field
     for f in files:
         bad: list[int] = []
         cut = False
@@ -305,12 +345,29 @@ def read_rows(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
                     row = json.loads(line)
                 except json.JSONDecodeError:
                     row = None
-                if isinstance(row, dict) and FACTS_KEY in row:
-                    base = facts.get(row[FACTS_KEY]) if type(row[FACTS_KEY]) is int else None
-                    row = None if base is None else join(row, base)
                 if isinstance(row, dict):
-                    yield row
-                elif raw.endswith("\n"):
+                    if FACTS_KEY not in row:
+                        yield row_of(row) if typed else row
+                        continue
+                    base = facts.get(row[FACTS_KEY]) if type(row[FACTS_KEY]) is int else None
+                    if base is not None:
+                        row = join(row, base)
+                        if not typed:
+                            yield row
+                            continue
+                        # When the facts hold exactly the fields and the line added none,
+                        # so does the row: checked once per facts (the check is most of
+                        # the time a row takes otherwise, and an import's rows are many).
+                        if base is not whole_base and len(base) == width:
+                            whole_base = base if base.keys() == _FIELD_SET else whole_base
+                        if base is whole_base and len(row) == width:
+                            typed_row = new(Row)
+                            typed_row.__dict__ = row
+                            yield typed_row
+                        else:
+                            yield row_of(row)
+                        continue
+                if raw.endswith("\n"):
                     bad.append(number)
                 else:
                     cut = True
@@ -338,261 +395,68 @@ def _warn_skipped(path: Path, bad: list[int], cut: bool) -> None:
     print_warning(f"{path}: skipped {' and '.join(said)}; the other rows are read")
 
 
-def rows_frame(rows: Iterable[Row | dict[str, Any]]) -> Any:
-    """A pandas DataFrame of rows, with every Row field as a column."""
+def rows_frame(rows: Iterable[Row]) -> Any:
+    """A pandas DataFrame of rows, with every Row field as a column (the one place the
+    frame of the rules and reports is made from rows)."""
     import pandas as pd
 
-    records = [r.to_dict() if isinstance(r, Row) else dict(r) for r in rows]
-    frame = pd.DataFrame.from_records(records)
-    for name in FIELDS:
-        if name not in frame.columns:
-            frame[name] = None
+    # The fields as they are, in FIELDS order (to_dict's deep copy is not needed: the
+    # frame is made of rows read for it, and it was most of the time of a large frame).
+    frame = pd.DataFrame.from_records([_FIELD_VALUES(r) for r in rows], columns=list(FIELDS))
     return frame
 
 
-# Rows held before they go to the Parquet file as a batch.
-PARQUET_BATCH = 10_000
+def frame_rows(frame: Any) -> list[Row]:
+    """The rows of a rows frame (:func:`rows_frame`, :func:`read_parquet`, the analysis
+    layer's normalised frame), as :class:`Row`, for the rules and reports that go row by
+    row. Values are the frame's as they are (a normalised number may be NaN or NA); a
+    field the frame has no column for is None; a column that is not a field (``run_dir``,
+    ``figure``) is kept in ``extra``."""
+    names = {str(c): c for c in frame.columns}
+    empty = [None] * len(frame)
+    columns = [frame[names[n]].tolist() if n in names else empty for n in FIELDS]
+    others = [n for n in names if n not in _FIELD_SET]
+    other_values = zip(*(frame[names[n]].tolist() for n in others), strict=True)
+    out = []
+    with _collector_paused():
+        for values in zip(*columns, strict=True):
+            data = dict(zip(FIELDS, values, strict=True))
+            if others:
+                own = data["extra"]
+                data["extra"] = {
+                    **(own if isinstance(own, dict) else {}),
+                    **dict(zip(others, next(other_values), strict=True)),
+                }
+            row = object.__new__(Row)  # the dict holds exactly the fields (see row_of)
+            row.__dict__ = data
+            out.append(row)
+    return out
 
 
-class ParquetRows:
-    """Builds rows.parquet a batch of rows at a time, so memory does not grow with the
-    rows. Every Row field is a column, then other keys as they appear; dict columns are
-    JSON text with sorted keys (they vary in keys from row to row; text keeps them
-    queryable and stable). Batches go straight to the file while they have the types of
-    the first; from a batch that needs others (a column all null so far, numbers now) on,
-    each batch is a part file, and :meth:`close` joins the parts under the types that
-    hold all of them. A dict shared from row to row (a run's env, its facts in ``extra``)
-    is encoded once (see :class:`SharedText`): do not change one between rows."""
-
-    def __init__(self, run_dir: str | os.PathLike[str]) -> None:
-        self.out = Path(run_dir) / ROWS_PARQUET
-        self._tmp = self.out.with_suffix(".parquet.tmp")
-        self._parts = tempfile.TemporaryDirectory(prefix=".parquet-", dir=run_dir)
-        self._writer: Any = None  # straight to the file, while the types hold
-        self._schemas: list[Any] = []  # of the part files, once there are parts
-        self._names: list[str] = list(FIELDS)
-        self._batch: list[list[Any]] = []
-        self._lines: list[tuple[list[Any], dict[str, Any]]] = []  # see add_line
-        self._encoders = {FIELDS.index(name): SharedText(_ENCODE_SORTED) for name in _JSON_COLUMNS}
-        self._last: dict[int, tuple[Any, str]] = {}  # column -> (dict, its text)
-
-    def add_line(self, base: list[Any], line: dict[str, Any]) -> None:
-        """A row as its line beside its run's facts (:meth:`RunFacts.line`) and the first row
-        of those facts (``base``, in FIELDS order): its ``extra`` keeps only the row's own
-        keys, and the column ``@facts`` names the facts (joined again by read_parquet).
-        The columns are made a batch at a time from the lines (most fields are the
-        base's)."""
-        if self._batch:
-            raise ValueError("ParquetRows: rows and lines of rows are not mixed")
-        if FACTS_KEY not in self._names:
-            self._names.append(FACTS_KEY)
-        self._lines.append((base, line))
-        if len(self._lines) >= PARQUET_BATCH:
-            self._flush()
-
-    def _line_columns(self, pa: Any) -> list[Any]:
-        """The columns of the lines gathered (see add_line), as arrow arrays. A field no
-        line of the batch holds, under one base, is the base's value repeated."""
-        lines, self._lines = self._lines, []
-        present: set[str] = set()
-        for _, line in lines:
-            present.update(line)
-        one_base = all(base is lines[0][0] for base, _ in lines)
-        texts: dict[int, str] = {}  # id of a dict (held by a base) -> its JSON text
-
-        def text(v: Any) -> str:
-            if type(v) is not dict:
-                return _ENCODE_SORTED(v)
-            found = texts.get(id(v))
-            if found is None:
-                found = texts[id(v)] = _ENCODE_SORTED(v)
-            return found
-
-        columns = []
-        for i, name in enumerate(FIELDS):
-            if i == _EXTRA:
-                column = [_ENCODE_SORTED(line.get("extra") or {}) for _, line in lines]
-            elif one_base and name not in present:
-                value = lines[0][0][i]
-                columns.append(
-                    _repeated(pa, text(value) if name in _JSON_COLUMNS else value, len(lines))
-                )
-                continue
-            else:
-                column = [line.get(name, base[i]) for base, line in lines]
-                if name in _JSON_COLUMNS:
-                    column = [text(v) for v in column]
-            columns.append(_array(pa, column))
-        columns.append(_array(pa, [line[FACTS_KEY] for _, line in lines]))
-        return columns
-
-    def add(self, row: Row | dict[str, Any]) -> None:
-        if self._lines:
-            raise ValueError("ParquetRows: rows and lines of rows are not mixed")
-        if isinstance(row, Row):
-            values = list(_FIELD_VALUES(row))
-        else:
-            for key in row.keys() - set(self._names):
-                self._names.append(key)
-            values = [row.get(name) for name in self._names]
-        self._add_values(values)
-
-    def _add_values(self, values: list[Any]) -> None:
-        for k, encode in self._encoders.items():
-            value = values[k]
-            last = self._last.get(k)
-            if last is not None and last[0] is value:
-                values[k] = last[1]
-            elif type(value) is dict:
-                values[k] = encode(value)
-                self._last[k] = (value, values[k])
-            else:
-                values[k] = _ENCODE_SORTED(value)
-        self._batch.append(values)
-        if len(self._batch) >= PARQUET_BATCH:
-            self._flush()
-
-    def _flush(self) -> None:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        if self._lines:
-            columns = self._line_columns(pa)
-        elif self._batch:
-            width = len(self._names)
-            for values in self._batch:  # rows from before a new key appeared
-                values.extend([None] * (width - len(values)))
-            columns = [_array(pa, column) for column in zip(*self._batch, strict=True)]
-            self._batch = []
-        else:
-            return
-        table = pa.table(columns, names=self._names)
-        if not self._schemas:
-            if self._writer is None:
-                self._writer = pq.ParquetWriter(
-                    self._tmp, table.schema, write_statistics=self._statistics()
-                )
-            if table.schema.equals(self._writer.schema):
-                self._writer.write_table(table)
-                return
-            # Other types than the first batch's: what was written becomes part 0.
-            self._schemas.append(self._writer.schema)
-            self._writer.close()
-            self._writer = None
-            os.replace(self._tmp, self._part(0))
-        pq.write_table(table, self._part(len(self._schemas)))
-        self._schemas.append(table.schema)
-
-    def _statistics(self) -> list[str]:
-        """Columns with min/max per row group: not the JSON text ones, whose min and max
-        would be whole rows' text kept in the file's footer (in memory until the end)."""
-        return [name for name in self._names if name not in _JSON_COLUMNS]
-
-    def _part(self, k: int) -> Path:
-        return Path(self._parts.name) / f"{k}.parquet"
-
-    def discard(self) -> None:
-        """Drop what was gathered; no rows.parquet."""
-        if self._writer is not None:
-            self._writer.close()
-            self._writer = None
-            self._tmp.unlink(missing_ok=True)
-        self._parts.cleanup()
-
-    def close(self) -> Path | None:
-        """Write rows.parquet (atomically); None when there were no rows."""
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        try:
-            self._flush()
-            if self._writer is not None:
-                self._writer.close()
-                self._writer = None
-            elif not self._schemas:
-                return None
-            else:
-                schema = _unified(pa, self._schemas)
-                statistics = self._statistics()
-                with pq.ParquetWriter(self._tmp, schema, write_statistics=statistics) as writer:
-                    for k in range(len(self._schemas)):
-                        table = pq.read_table(self._part(k))
-                        columns = [
-                            table[f.name].cast(f.type)
-                            if f.name in table.column_names
-                            else pa.nulls(len(table), f.type)
-                            for f in schema
-                        ]
-                        writer.write_table(pa.table(columns, schema=schema))
-            os.replace(self._tmp, self.out)
-            return self.out
-        finally:
-            self._parts.cleanup()
-
-
-def _array(pa: Any, column: Iterable[Any]) -> Any:
-    """A column as arrow reads it; a column of mixed kinds (a key that holds numbers in
-    some rows and words in others) as text, which keeps every value."""
-    values = list(column)
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off while a list of rows grows: rows hold no
+    cycles, and the collector's passes over the growing list were most of the time a
+    large run's rows took to read (22 % more than its dicts, which are half the objects)."""
+    enabled = gc.isenabled()
+    gc.disable()
     try:
-        return pa.array(values)
-    except (pa.ArrowInvalid, pa.ArrowTypeError):
-        return pa.array(
-            [None if v is None else v if isinstance(v, str) else _ENCODE(v) for v in values],
-            type=pa.string(),
-        )
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
-def _repeated(pa: Any, value: Any, n: int) -> Any:
-    """``value`` ``n`` times, as :func:`_array` makes a column of it."""
-    if value is None:
-        return pa.nulls(n)
-    try:
-        return pa.repeat(value, n)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
-        return _array(pa, [value] * n)
+def read_all_rows(path: str | os.PathLike[str]) -> list[Row]:
+    """:func:`read_rows` into a list (see :func:`_collector_paused`)."""
+    with _collector_paused():
+        return list(read_rows(path))
 
 
-def _unified(pa: Any, schemas: list[Any]) -> Any:
-    """One schema for the part files: arrow's own promotion (null -> int -> float), and
-    text for a column whose parts disagree otherwise (int in one, text in another)."""
-    try:
-        return pa.unify_schemas(schemas, promote_options="permissive")
-    except (pa.ArrowInvalid, pa.ArrowTypeError):
-        fields: dict[str, Any] = {}
-        for schema in schemas:
-            for f in schema:
-                have = fields.get(f.name)
-                if have is None or pa.types.is_null(have):
-                    fields[f.name] = f.type
-                elif not pa.types.is_null(f.type) and have != f.type:
-                    both_numeric = all(
-                        pa.types.is_integer(t) or pa.types.is_floating(t) for t in (have, f.type)
-                    )
-                    fields[f.name] = pa.float64() if both_numeric else pa.string()
-        return pa.schema(list(fields.items()))
-
-
-def write_parquet(run_dir: str | os.PathLike[str]) -> Path | None:
-    """Write rows.parquet beside rows.jsonl (atomically, a batch of rows at a time); None
-    when there are no rows."""
-    src = Path(run_dir) / ROWS_JSONL
-    if not src.exists():
-        return None
-    sink = ParquetRows(run_dir)
-    for row in read_rows(src):
-        sink.add(row)
-    return sink.close()
-
-
-def read_parquet(path: str | os.PathLike[str]) -> Any:
-    """A DataFrame from rows.parquet with the dict columns decoded again."""
-    import pandas as pd
-
-    frame = pd.read_parquet(path)
-    for name in _JSON_COLUMNS:
-        if name in frame.columns:
-            frame[name] = frame[name].map(lambda v: json.loads(v) if isinstance(v, str) else v)
-    if FACTS_KEY in frame.columns:  # the run's shared facts, joined into extra again
-        frame = join_frame(frame, Path(path).parent / FACTS_JSONL)
-    return frame
+def row_value(row: Row, name: str) -> Any:
+    """A field of ``row``, or a frame's column that is not one (kept in ``extra`` by
+    :func:`frame_rows`, ``figure`` say); None when it has neither."""
+    if name in _FIELD_SET:
+        return getattr(row, name)
+    extra = row.extra
+    return extra.get(name) if isinstance(extra, dict) else None

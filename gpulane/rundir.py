@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from omegaconf import OmegaConf
 
 from gpulane.errors import InputError
+from gpulane.parquet_rows import write_parquet
 from gpulane.record import (
     GPULANE_SET_ENV,
     ROWS_JSONL,
@@ -30,9 +31,8 @@ from gpulane.record import (
     facts_file,
     new_run_id,
     parquet_file,
-    read_rows,
+    read_all_rows,
     rows_file,
-    write_parquet,
 )
 
 CONFIG_FILE = "config.yaml"  # the resolved configuration every rank reads
@@ -66,8 +66,9 @@ class RunDir:
         """The facts its rows share, stored once (imported runs; gpulane.runfacts)."""
         return facts_file(self.path)
 
-    def rows(self) -> list[dict[str, Any]]:
-        return list(read_rows(self.rows_path)) if self.rows_path.exists() else []
+    def rows(self) -> list[Row]:
+        """Its rows read back (joined with their run's facts), as :class:`Row`."""
+        return read_all_rows(self.rows_path) if self.rows_path.exists() else []
 
     def save_plan(self, plan: dict[str, Any]) -> None:
         """The plan the session worked out, where every rank reads it (``read_plan``)."""

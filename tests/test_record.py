@@ -5,19 +5,10 @@ from pathlib import Path
 
 import pytest
 
-from gpulane import record
+from gpulane import parquet_rows
 from gpulane.collectives.nccl_tests.logs import rows_from_file
-from gpulane.record import (
-    FIELDS,
-    ParquetRows,
-    Row,
-    RowWriter,
-    SharedText,
-    new_run_id,
-    read_parquet,
-    read_rows,
-    write_parquet,
-)
+from gpulane.parquet_rows import ParquetRows, read_parquet, write_parquet
+from gpulane.record import FIELDS, Row, RowWriter, SharedText, new_run_id, read_rows
 from tests.conftest import fixture_path
 
 
@@ -73,8 +64,8 @@ def test_rows_append_and_survive_a_cut_off_line(tmp_path: Path) -> None:
     with open(tmp_path / "rows.jsonl", "a") as fh:
         fh.write('{"run_id": "r1", "kind": "coll')
     rows = list(read_rows(tmp_path))
-    assert [r["size_bytes"] for r in rows] == [8, 16, 32]
-    assert rows[1]["env"] == {"NCCL_ALGO": "Ring"}
+    assert [r.size_bytes for r in rows] == [8, 16, 32]
+    assert rows[1].env == {"NCCL_ALGO": "Ring"}
 
 
 def test_parquet_round_trip(tmp_path: Path) -> None:
@@ -105,9 +96,7 @@ def test_parquet_written_in_batches_keeps_types(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Memory is one batch of rows, whatever the file's size; types follow the rows."""
-    import gpulane.record as record
-
-    monkeypatch.setattr(record, "PARQUET_BATCH", 2)
+    monkeypatch.setattr(parquet_rows, "PARQUET_BATCH", 2)
     with RowWriter(tmp_path, sync=False) as w:
         for i in range(5):
             row = _row(i).to_dict()
@@ -127,7 +116,7 @@ def test_parquet_in_batches_joins_their_types(
 ) -> None:
     # Three rows a batch: a column null in the first batch and numbers later, ints that
     # meet floats, and a key that only a later row has.
-    monkeypatch.setattr(record, "PARQUET_BATCH", 3)
+    monkeypatch.setattr(parquet_rows, "PARQUET_BATCH", 3)
     rows = [_row(i).to_dict() for i in range(8)]
     for i, row in enumerate(rows):
         row["time_us"] = None if i < 3 else 1.5 * i

@@ -8,15 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from gpulane.record import (
-    ParquetRows,
-    Row,
-    RowWriter,
-    read_parquet,
-    read_rows,
-    row_values,
-    run_facts,
-)
+from gpulane.parquet_rows import ParquetRows, read_parquet
+from gpulane.record import Row, RowWriter, read_rows, row_values, run_facts
 from gpulane.session.imports import ImportRequest, import_files
 
 
@@ -61,9 +54,9 @@ def test_rows_come_back_whole_and_facts_are_stored_once(tmp_path: Path) -> None:
         for row in rows:
             w.write(row)
     back = list(read_rows(tmp_path / "rows.jsonl"))
-    assert back == [r.to_dict() for r in rows]
-    assert type(back[5]["root"]) is bool and type(back[4]["root"]) is int
-    assert "max_error" not in back[3]["extra"] and back[2]["extra"]["max_error"] == 1e-7
+    assert back == rows
+    assert type(back[5].root) is bool and type(back[4].root) is int
+    assert "max_error" not in back[3].extra and back[2].extra["max_error"] == 1e-7
     facts = (tmp_path / "facts.jsonl").read_text().splitlines()
     assert len(facts) == 3  # run a, run b, the row without nested facts
     assert "ranks" not in (tmp_path / "rows.jsonl").read_text()
@@ -95,7 +88,7 @@ def test_a_row_whose_facts_are_gone_is_skipped_with_a_warning(
     lines = (tmp_path / "facts.jsonl").read_text().splitlines()
     (tmp_path / "facts.jsonl").write_text(lines[0] + "\n")  # run b's facts lost
     back = list(read_rows(tmp_path / "rows.jsonl"))
-    assert back == [r.to_dict() for r in rows[:4]]
+    assert back == rows[:4]
     assert "skipped 3 unreadable lines (5, 6, 7)" in capsys.readouterr().err
 
 
@@ -112,9 +105,9 @@ def test_one_long_table_imports_in_at_most_three_times_its_size(tmp_path: Path) 
     assert size <= 3 * log.stat().st_size, (size, log.stat().st_size)
     rows = list(read_rows(out / "rows.jsonl"))
     assert len(rows) > 4096 * 2  # more than one hand-over of the parser
-    assert {len(r["extra"]["nccl_tests"]["ranks"]) for r in rows} == {16}
+    assert {len(r.extra["nccl_tests"]["ranks"]) for r in rows} == {16}
     facts = (out / "facts.jsonl").read_text().splitlines()
     assert len(facts) == 2  # the header; then with the summary read at the end
     last = json.loads(facts[-1])
     assert last["row"]["extra"]["nccl_tests"]["avg_busbw_gbps"] == 70.742
-    assert rows[-1]["extra"]["nccl_tests"]["avg_busbw_gbps"] == 70.742
+    assert rows[-1].extra["nccl_tests"]["avg_busbw_gbps"] == 70.742

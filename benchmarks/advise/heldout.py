@@ -48,7 +48,8 @@ SPLITS = ((2, 1), (1, 2))
 def rows_under(path: Path) -> list[dict[str, Any]]:
     if not path.exists() or not any(path.rglob("rows.jsonl")):
         return []
-    return [r for r in read_rows(path) if (r.get("status") or "ok") == "ok"]
+    # as dicts: the planner (MeasuredComm, calibrate) takes its rows as its frames' records
+    return [r.to_dict() for r in read_rows(path) if (r.status or "ok") == "ok"]
 
 
 def measured_of(

@@ -23,7 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from gpulane.record import Row, RowWriter, write_parquet
+from gpulane.parquet_rows import write_parquet
+from gpulane.record import Row, RowWriter
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast", "reduce", "sendrecv")
 SIZES = [8 << i for i in range(24)]  # 8 B .. 64 MiB

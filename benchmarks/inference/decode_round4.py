@@ -46,7 +46,7 @@ COMPUTE_TARGET = {("llama3-8b", 2): 1.3, ("llama3-8b", 4): 1.6}
 def rows_under(path: Path) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for sub in sorted(path.glob("**/rows.jsonl")):
-        out += list(read_rows(sub.parent))
+        out += [r.to_dict() for r in read_rows(sub.parent)]  # the planner takes dicts
     return out
 
 

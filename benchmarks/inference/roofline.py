@@ -26,9 +26,7 @@ def main() -> int:
     with open(sys.argv[1], encoding="utf-8") as fh:
         bw = json.load(fh)
     gbps = float(bw["copy_gbps_read_plus_write_median"])
-    rows = [
-        r for r in read_rows(sys.argv[2]) if r.get("op") == "decode" and r.get("status") == "ok"
-    ]
+    rows = [r.to_dict() for r in read_rows(sys.argv[2]) if r.op == "decode" and r.status == "ok"]
     if not rows:
         print("no decode rows", file=sys.stderr)
         return 1

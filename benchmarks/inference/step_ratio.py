@@ -186,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for sub in sorted(p for p in args.outdir.iterdir() if p.is_dir() and p.name != "advise"):
         if any(sub.rglob("rows.jsonl")):  # advise/: the held-out runs, benchmarks/advise
-            rows += list(read_rows(sub))
+            rows += [r.to_dict() for r in read_rows(sub)]  # the planner takes dicts
     coll = [r for r in rows if r.get("kind") == "collective" and r.get("status") == "ok"]
     comms = {b: MeasuredComm(coll, b) for b in sorted({str(r.get("build")) for r in coll})}
     figures = []

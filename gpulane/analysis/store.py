@@ -26,7 +26,8 @@ from typing import Any
 import pandas as pd
 
 from gpulane.errors import InputError
-from gpulane.record import FIELDS, ROWS_JSONL, ROWS_PARQUET, read_parquet, read_rows, rows_frame
+from gpulane.parquet_rows import read_parquet
+from gpulane.record import FIELDS, ROWS_JSONL, ROWS_PARQUET, Row, frame_rows, read_rows, rows_frame
 from gpulane.rundir import RunDir, run_dirs_with_rows
 from gpulane.topology.model import Topology
 from gpulane.units import format_size, parse_size
@@ -122,8 +123,8 @@ def load_frame(paths: Iterable[str | os.PathLike[str]]) -> pd.DataFrame:
     return normalize(pd.concat(frames, ignore_index=True))
 
 
-def frame_from_rows(rows: Iterable[Any], run_dir: str = "") -> pd.DataFrame:
-    """A normalised frame from Row objects or dicts (tests, importers)."""
+def frame_from_rows(rows: Iterable[Row], run_dir: str = "") -> pd.DataFrame:
+    """A normalised frame from rows (tests, importers)."""
     frame = rows_frame(rows)
     frame["run_dir"] = run_dir
     return normalize(frame)
@@ -189,7 +190,7 @@ def normalize(frame: pd.DataFrame) -> pd.DataFrame:
     frame.loc[is_copy, "algbw_gbps"] = frame.loc[is_copy, "algbw_gbps"].fillna(
         frame.loc[is_copy, "busbw_gbps"]
     )
-    frame["figure"] = [figure_label(r) for r in records(frame)] if len(frame) else []
+    frame["figure"] = [figure_label(r) for r in frame_rows(frame)] if len(frame) else []
     return frame
 
 
@@ -219,38 +220,38 @@ def _present(value: Any) -> bool:
         return True
 
 
-def figure_label(row: dict[str, Any], endpoints: bool = False) -> str:
+def figure_label(row: Row, endpoints: bool = False) -> str:
     """A short, stable description: ``all_reduce float 1 GiB``, ``h2d pinned 256 MiB``,
     ``decode llama tp2 pp1 b8``. In-place and graph variants are marked."""
-    kind = row.get("kind")
-    parts = [str(row.get("op"))]
+    kind = row.kind
+    parts = [str(row.op)]
     if kind == "collective":
-        if _present(row.get("dtype")):
-            parts.append(str(row["dtype"]))
-        if _present(row.get("size_bytes")):
-            parts.append(format_size(int(row["size_bytes"])))
-        if row.get("in_place") is True:
+        if _present(row.dtype):
+            parts.append(str(row.dtype))
+        if row.size_bytes is not None and _present(row.size_bytes):
+            parts.append(format_size(int(row.size_bytes)))
+        if row.in_place is True:
             parts.append("in-place")
-        if row.get("graph") is True:
+        if row.graph is True:
             parts.append("graph")
     elif kind == "copy":
-        if _present(row.get("memory")):
-            parts.append(str(row["memory"]))
-        if row.get("bidirectional") is True:
+        if _present(row.memory):
+            parts.append(str(row.memory))
+        if row.bidirectional is True:
             parts.append("bidir")
-        if _present(row.get("size_bytes")):
-            parts.append(format_size(int(row["size_bytes"])))
-        if endpoints and (_present(row.get("src")) or _present(row.get("dst"))):
-            parts.append(f"{row.get('src')}->{row.get('dst')}")
+        if row.size_bytes is not None and _present(row.size_bytes):
+            parts.append(format_size(int(row.size_bytes)))
+        if endpoints and (_present(row.src) or _present(row.dst)):
+            parts.append(f"{row.src}->{row.dst}")
     elif kind == "tokens":
-        if _present(row.get("model")):
-            parts.append(str(row["model"]))
+        if _present(row.model):
+            parts.append(str(row.model))
         for name, prefix in (("tp", "tp"), ("pp", "pp"), ("batch", "b")):
-            if _present(row.get(name)):
-                parts.append(f"{prefix}{int(row[name])}")
+            if _present(getattr(row, name)):
+                parts.append(f"{prefix}{int(getattr(row, name))}")
         for name, prefix in (("input_len", "in"), ("output_len", "out")):
-            if _present(row.get(name)):
-                parts.append(f"{prefix}{int(row[name])}")
+            if _present(getattr(row, name)):
+                parts.append(f"{prefix}{int(getattr(row, name))}")
     return " ".join(parts)
 
 

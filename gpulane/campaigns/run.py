@@ -208,7 +208,7 @@ def _named_nodes(step: str, data: dict[str, Any]) -> list[str]:
 
 
 def _figure(e: Element) -> float | None:
-    figures = largest_size_figures([r for r in e.run.rows() if r.get("op") == FIGURE_OP])
+    figures = largest_size_figures([r for r in e.run.rows() if r.op == FIGURE_OP])
     return max(figures.values()) if figures else None
 
 

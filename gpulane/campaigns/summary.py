@@ -12,7 +12,7 @@ from gpulane.analysis.fabric import FABRIC_FILE, FABRIC_SVG, Fabric, PairCell, w
 from gpulane.campaigns.elements import Element
 from gpulane.campaigns.settings import PatternSettings
 from gpulane.errors import RunFailed, print_error
-from gpulane.record import utc_now
+from gpulane.record import Row, utc_now
 from gpulane.session.output import Say, stdout
 
 SUMMARY_FILE = "summary.json"
@@ -20,19 +20,19 @@ FIGURE_OP = "all_reduce"  # what judges pairs and halving: its busbw at the larg
 PAIR_PATTERNS = ("pairs", "ring")
 
 
-def largest_size_figures(rows: list[dict[str, Any]]) -> dict[str, float]:
+def largest_size_figures(rows: list[Row]) -> dict[str, float]:
     """figure label -> busbw (GB/s, median over repeats) for the ok rows at the largest
     size of each collective."""
     from gpulane.analysis.store import figure_label
 
-    ok = [r for r in rows if r.get("status") == "ok" and r.get("busbw_gbps") is not None]
+    ok = [r for r in rows if r.status == "ok" and r.busbw_gbps is not None]
     top: dict[str, int] = {}
     for r in ok:
-        top[r["op"]] = max(top.get(r["op"], 0), int(r["size_bytes"]))
+        top[r.op] = max(top.get(r.op, 0), int(r.size_bytes or 0))
     values: dict[str, list[float]] = {}
     for r in ok:
-        if int(r["size_bytes"]) == top[r["op"]]:
-            values.setdefault(figure_label(r), []).append(float(r["busbw_gbps"]))
+        if int(r.size_bytes or 0) == top[r.op]:
+            values.setdefault(figure_label(r), []).append(float(r.busbw_gbps or 0.0))
     return {k: float(statistics.median(v)) for k, v in values.items()}
 
 
@@ -205,9 +205,9 @@ def pair_fabric(
 
 def _size_of(e: Element) -> int | None:
     sizes = [
-        int(r["size_bytes"])
+        int(r.size_bytes)
         for r in e.run.rows()
-        if r.get("op") == FIGURE_OP and r.get("status") == "ok" and r.get("size_bytes")
+        if r.op == FIGURE_OP and r.status == "ok" and r.size_bytes
     ]
     return max(sizes) if sizes else None
 

@@ -107,14 +107,19 @@ def measured_points(run_dir: Any) -> set[str]:
         return set()
     return {
         point_key(
-            r["op"],
-            r["dtype"],
-            int((r.get("extra") or {}).get("requested_bytes", r["size_bytes"])),
-            bool(r["in_place"]),
+            r.op,
+            str(r.dtype),
+            int(_requested_bytes(r)),
+            bool(r.in_place),
         )
         for r in read_rows(path)
-        if r.get("status") == "ok" and r.get("kind") == "collective" and r.get("time_us")
+        if r.status == "ok" and r.kind == "collective" and r.time_us
     }
+
+
+def _requested_bytes(row: Row) -> Any:
+    """The size a point asked for (a row's size may be rounded to whole elements)."""
+    return (row.extra or {}).get("requested_bytes", row.size_bytes)
 
 
 def allowance_s(point: Point, plan: Any, backend: Backend) -> float:

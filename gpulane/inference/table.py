@@ -7,6 +7,7 @@ from typing import Any
 
 from rich.table import Table
 
+from gpulane.record import Row
 from gpulane.units import format_size
 
 
@@ -19,11 +20,16 @@ def _fmt(value: Any, spec: str = ".1f") -> str:
         return str(value)
 
 
-def progress_line(row: dict[str, Any]) -> str:
+def _of(row: Row | None, name: str) -> Any:
+    """A field of a row a configuration may lack (no prefill row, say): None then."""
+    return None if row is None else getattr(row, name)
+
+
+def progress_line(row: Row) -> str:
     return (
-        f"  batch {row['batch']:>4}  in {row['input_len']:>5}  out {row['output_len']:>4}  "
-        f"decode {_fmt(row['tokens_per_s'])} tok/s  ITL p50 {_fmt(row['itl_ms_p50'], '.2f')} ms  "
-        f"TTFT {_fmt(row['ttft_ms'], '.1f')} ms"
+        f"  batch {row.batch:>4}  in {row.input_len:>5}  out {row.output_len:>4}  "
+        f"decode {_fmt(row.tokens_per_s)} tok/s  ITL p50 {_fmt(row.itl_ms_p50, '.2f')} ms  "
+        f"TTFT {_fmt(row.ttft_ms, '.1f')} ms"
     )
 
 
@@ -35,20 +41,20 @@ def comm_text(calls: list[dict[str, Any]] | None) -> str:
     return ", ".join(parts) or "-"
 
 
-def results_table(rows: list[dict[str, Any]]) -> Table:
+def results_table(rows: list[Row]) -> Table:
     """One line per configuration: prefill and decode side by side."""
-    by_key: dict[tuple[Any, ...], dict[str, dict[str, Any]]] = {}
+    by_key: dict[tuple[Any, ...], dict[str, Row]] = {}
     for r in rows:
         key = (
-            r.get("model"),
-            r.get("tp"),
-            r.get("pp"),
-            r["batch"],
-            r["input_len"],
-            r["output_len"],
+            r.model,
+            r.tp,
+            r.pp,
+            r.batch,
+            r.input_len,
+            r.output_len,
         )
-        by_key.setdefault(key, {})[r["op"]] = r
-    scaled = any(r.get("extra", {}).get("tokens_per_s_scaled") for r in rows)
+        by_key.setdefault(key, {})[r.op] = r
+    scaled = any((r.extra or {}).get("tokens_per_s_scaled") for r in rows)
     table = Table(title="tokens (prefill and decode)", show_lines=False)
     for name in ("model", "tp", "pp", "batch", "in", "out"):
         table.add_column(name, justify="right")
@@ -63,19 +69,19 @@ def results_table(rows: list[dict[str, Any]]) -> Table:
     if scaled:
         table.add_column("decode tok/s (all layers)", justify="right")
     for key, ops in by_key.items():
-        pre, dec = ops.get("prefill", {}), ops.get("decode", {})
+        pre, dec = ops.get("prefill"), ops.get("decode")
         share = "/".join(
-            "-" if r.get("comm_share") is None else f"{100 * float(r['comm_share']):.0f}"
+            "-" if _of(r, "comm_share") is None else f"{100 * float(_of(r, 'comm_share')):.0f}"
             for r in (pre, dec)
         )
-        dextra = dec.get("extra") or {}
+        dextra = (dec.extra if dec is not None else None) or {}
         cells = [str(k) for k in key] + [
-            _fmt(pre.get("tokens_per_s"), ".0f"),
-            _fmt(pre.get("ttft_ms"), ".1f"),
-            _fmt(dec.get("tokens_per_s"), ".1f"),
+            _fmt(_of(pre, "tokens_per_s"), ".0f"),
+            _fmt(_of(pre, "ttft_ms"), ".1f"),
+            _fmt(_of(dec, "tokens_per_s"), ".1f"),
             _fmt(dextra.get("tokens_per_s_per_seq"), ".1f"),
-            _fmt(dec.get("itl_ms_p50"), ".2f"),
-            _fmt(dec.get("itl_ms_p99"), ".2f"),
+            _fmt(_of(dec, "itl_ms_p50"), ".2f"),
+            _fmt(_of(dec, "itl_ms_p99"), ".2f"),
             share,
             comm_text(dextra.get("comm_per_step")),
         ]
@@ -92,8 +98,8 @@ class TokensView:
         self.total: int | None = configurations
         self.decoded = 0
 
-    def add(self, row: dict[str, Any]) -> list[Any]:
-        if row.get("op") != "decode" or row.get("status") != "ok":
+    def add(self, row: Row) -> list[Any]:
+        if row.op != "decode" or row.status != "ok":
             return []
         self.decoded += 1
         return [progress_line(row)]
@@ -112,18 +118,18 @@ class TokensView:
         text = note.removeprefix("# ")
         return text.split(" (")[0] if text.startswith("compiling") else None
 
-    def summary(self, rows: list[dict[str, Any]]) -> list[Any]:
-        ok = [r for r in rows if r.get("kind") == "tokens" and r.get("status") == "ok"]
+    def summary(self, rows: list[Row]) -> list[Any]:
+        ok = [r for r in rows if r.kind == "tokens" and r.status == "ok"]
         if not ok:
             return []
         out: list[Any] = [results_table(ok)]
         note = next(
-            (r["extra"]["scaled_note"] for r in ok if (r.get("extra") or {}).get("scaled_note")),
+            (r.extra["scaled_note"] for r in ok if (r.extra or {}).get("scaled_note")),
             None,
         )
         if note:
             out.append(f"# {note}")
         return out
 
-    def problems(self, rows: list[dict[str, Any]]) -> list[str]:
+    def problems(self, rows: list[Row]) -> list[str]:
         return []

@@ -235,7 +235,7 @@ def run_vllm(cfg: TokensConfig, say: Callable[[str], None]) -> int:
         from gpulane.inference.table import results_table
 
         Console(width=None if sys.stdout.isatty() else 200).print(
-            results_table([r.to_dict() for r in rows if r.op in ("prefill", "decode")])
+            results_table([r for r in rows if r.op in ("prefill", "decode")])
         )
     say(f"# rows: {run.rows_path}")
     return status

@@ -43,15 +43,8 @@ from types import ModuleType
 from typing import Any
 
 from gpulane.errors import InputError, RunFailed
-from gpulane.record import (
-    ROWS_JSONL,
-    ParquetRows,
-    Row,
-    RowWriter,
-    new_run_id,
-    row_values,
-    run_facts,
-)
+from gpulane.parquet_rows import ParquetRows
+from gpulane.record import ROWS_JSONL, Row, RowWriter, new_run_id, row_values, run_facts
 from gpulane.rundir import RunDir
 from gpulane.runfacts import RunFacts
 
@@ -157,9 +150,9 @@ class RunOut:
                 self.path.rmdir()
 
 
-def strict_json(row: dict[str, Any]) -> str:
+def strict_json(row: Row) -> str:
     """A row as one line of strict JSON (importers keep Infinity and NaN out of rows)."""
-    return json.dumps(row, default=str, allow_nan=False)
+    return json.dumps(row.to_dict(), default=str, allow_nan=False)
 
 
 class _Tally:
@@ -202,7 +195,7 @@ def _stdout_gone() -> None:
 def _show(rows: Iterable[Row], module: ModuleType, as_json: bool) -> None:
     if as_json:
         for row in rows:
-            sys.stdout.write(strict_json(row.to_dict()) + "\n")
+            sys.stdout.write(strict_json(row) + "\n")
         sys.stdout.flush()
     else:
         module.render(rows, _console())

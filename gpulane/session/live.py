@@ -9,7 +9,6 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 from rich.console import Console
 from rich.progress import (
@@ -21,6 +20,8 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from gpulane.record import Row, row_of
+
 
 class RowTail:
     """Rows appended to a JSON Lines file since the last call (complete lines only)."""
@@ -30,7 +31,7 @@ class RowTail:
         self.offset = 0
         self.partial = ""
 
-    def read(self) -> list[dict[str, Any]]:
+    def read(self) -> list[Row]:
         try:
             with open(self.path, encoding="utf-8") as fh:
                 fh.seek(self.offset)
@@ -45,9 +46,11 @@ class RowTail:
         for line in lines:
             if line.strip():
                 try:
-                    out.append(json.loads(line))
+                    data = json.loads(line)
                 except json.JSONDecodeError:
                     continue
+                if isinstance(data, dict):
+                    out.append(row_of(data))
         return out
 
 

@@ -53,13 +53,13 @@ class LiveOnce:
         self.seen: set[tuple[Any, ...]] = set()
 
     @staticmethod
-    def key(row: dict[str, Any]) -> tuple[Any, ...]:
-        extra = row.get("extra") or {}
-        requested = extra.get("requested_bytes", row.get("size_bytes"))
-        return (row.get("op"), row.get("dtype"), requested, bool(row.get("in_place")))
+    def key(row: Row) -> tuple[Any, ...]:
+        extra = row.extra or {}
+        requested = extra.get("requested_bytes", row.size_bytes)
+        return (row.op, row.dtype, requested, bool(row.in_place))
 
-    def add(self, row: dict[str, Any]) -> list[str]:
-        if row.get("time_us") is not None:
+    def add(self, row: Row) -> list[str]:
+        if row.time_us is not None:
             key = self.key(row)
             if key in self.seen:
                 return []
@@ -75,15 +75,15 @@ class LiveOnce:
     def current(self) -> str:
         return self.view.current()
 
-    def summary(self, rows: list[dict[str, Any]]) -> list[str]:
+    def summary(self, rows: list[Row]) -> list[str]:
         return self.view.summary(rows)
 
-    def problems(self, rows: list[dict[str, Any]]) -> list[str]:
-        bad = [r for r in rows if r.get("status") != "ok"]
+    def problems(self, rows: list[Row]) -> list[str]:
+        bad = [r for r in rows if r.status != "ok"]
         if not bad:
             return []
         more = f" (and {len(bad) - 1} more error rows)" if len(bad) > 1 else ""
-        return [f"{bad[0].get('error')}{more}"]
+        return [f"{bad[0].error}{more}"]
 
 
 class LogPump:
@@ -95,7 +95,7 @@ class LogPump:
         self.offset = 0
         self.partial = ""
 
-    def __call__(self) -> tuple[list[dict[str, Any]], list[str]]:
+    def __call__(self) -> tuple[list[Row], list[str]]:
         try:
             with open(self.log, "rb") as fh:
                 fh.seek(self.offset)
@@ -105,7 +105,7 @@ class LogPump:
         self.offset += len(data)
         text = self.partial + data.decode("utf-8", errors="replace")
         *lines, self.partial = text.split("\n")
-        rows: list[dict[str, Any]] = []
+        rows: list[Row] = []
         notes: list[str] = []
         for line in lines:
             new, said = self.live.feed(line + "\n")

@@ -35,7 +35,7 @@ class View(Protocol):
 
     total: int | None  # progress units the run will make (None: unknown)
 
-    def add(self, row: dict[str, Any]) -> list[str]:
+    def add(self, row: Row) -> list[str]:
         """Lines to print for a new row (maybe none until a table line is complete)."""
         ...
 
@@ -51,11 +51,11 @@ class View(Protocol):
         """What runs now, for the progress line."""
         ...
 
-    def summary(self, rows: list[dict[str, Any]]) -> list[str]:
+    def summary(self, rows: list[Row]) -> list[str]:
         """Closing lines (averages, a results table, footnotes)."""
         ...
 
-    def problems(self, rows: list[dict[str, Any]]) -> list[str]:
+    def problems(self, rows: list[Row]) -> list[str]:
         """What makes the run a failure although it ran (wrong results), in words."""
         ...
 
@@ -143,7 +143,7 @@ class RunSession:
         self.failure: str | None = None  # the run's failure in words, once concluded
         # Rows read from a program's output while it runs (nccl-tests), shown as they come;
         # the rows kept are what the run writes to rows.jsonl.
-        self.pump: Callable[[], tuple[list[dict[str, Any]], list[str]]] | None = None
+        self.pump: Callable[[], tuple[list[Row], list[str]]] | None = None
 
     # -- output --------------------------------------------------------------------------
     def say(self, text: str) -> None:
@@ -222,7 +222,7 @@ class RunSession:
             state = getattr(self.view, "state_of_note", lambda _note: None)(note)
             if state:
                 self.display.update(self.view.done(), state)
-        live: list[dict[str, Any]] = []
+        live: list[Row] = []
         if self.pump is not None:
             live, lines = self.pump()
             for line in lines:
@@ -279,7 +279,7 @@ class RunSession:
             self.display.print(f"# rows: {self.run.rows_path} (and rows.parquet){extra}")
         self.run.finish()
         problems = ([failure] if failure else []) + self.view.problems(rows)
-        if not problems and not any(r.get("status") == "ok" for r in rows):
+        if not problems and not any(r.status == "ok" for r in rows):
             problems.append(
                 f"nothing was measured: the run ended without a single result row ({self.run.path})"
             )

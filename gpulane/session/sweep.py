@@ -8,7 +8,6 @@ import dataclasses
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from gpulane.collectives.plan import SweepPlan, build_plan, rounding_notes
 from gpulane.collectives.table import SweepView
@@ -20,6 +19,7 @@ from gpulane.errors import InputError
 from gpulane.launch.base import Launcher, LaunchSpec
 from gpulane.launch.factory import make_launcher
 from gpulane.rank import RankInfo, discover, make_context, shared_run_id
+from gpulane.record import Row
 from gpulane.rundir import (
     CONFIG_FILE,
     PLAN_FILE,
@@ -201,10 +201,10 @@ def in_process(cfg: SweepConfig, info: RankInfo) -> int:
 
     notes = NoteTail(run.path)
 
-    def show(row: Any) -> None:
+    def show(row: Row) -> None:
         for note in notes.read():  # the rank's own notes (# transport: ...) above its rows
             session.display.print(note)
-        for text in session.view.add(row.to_dict()):
+        for text in session.view.add(row):
             session.display.print(text)
 
     run_rank(saved, ctx, on_row=show, plan=plan)

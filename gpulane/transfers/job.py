@@ -68,9 +68,6 @@ class Recorder:
             )
         )  # fmt: skip
 
-    def dicts(self) -> list[dict[str, Any]]:
-        return [r.to_dict() for r in self.rows]
-
 
 def _section(rec: Recorder, op: str, where: str, fn: Callable[[], None]) -> None:
     try:
@@ -132,7 +129,7 @@ def run_rank(cfg: CopyConfig, ctx: RankContext) -> None:
         try:
             from gpulane.transfers.plot import PLOT_FILE, plot_bandwidth
 
-            if plot_bandwidth(rec.dicts(), run.path / PLOT_FILE):
+            if plot_bandwidth(rec.rows, run.path / PLOT_FILE):
                 ctx.note(f"# plot: {run.path / PLOT_FILE}")
         except Exception as err:  # a plot is never worth a failed run
             ctx.note(f"# plot skipped: {err}")

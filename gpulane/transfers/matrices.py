@@ -9,7 +9,7 @@
   tool prints it), then the latency matrices. The diagonal (a GPU to itself) is not
   measured and prints as N/A.
 
-All functions take row dicts (``Row.to_dict()`` or rows.jsonl lines).
+All functions take rows (:class:`Row`, as measured or read back).
 """
 
 from __future__ import annotations
@@ -18,48 +18,41 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from gpulane.record import Row
 from gpulane.units import format_size
 
-Rowd = dict[str, Any]
 
-
-def _gpu_num(name: str) -> int:
+def _gpu_num(name: str | None) -> int:
     m = re.search(r"(\d+)$", name or "")
     return int(m.group(1)) if m else -1
 
 
-def _is_plain(r: Rowd) -> bool:
-    extra = r.get("extra") or {}
-    return r.get("status") in ("ok", "wrong") and not extra.get("test")
+def _is_plain(r: Row) -> bool:
+    extra = r.extra or {}
+    return r.status in ("ok", "wrong") and not extra.get("test")
 
 
 def _fmt(value: float | None, width: int = 8) -> str:
     return f"{'n/a':>{width}}" if value is None else f"{value:{width}.2f}"
 
 
-def host_table(rows: Iterable[Rowd], gpu: str) -> str:
+def host_table(rows: Iterable[Row], gpu: str) -> str:
     """Per-size table of one GPU's host copies."""
-    mine = [
-        r
-        for r in rows
-        if _is_plain(r) and r.get("op") in ("h2d", "d2h") and gpu in (r.get("src"), r.get("dst"))
-    ]
+    mine = [r for r in rows if _is_plain(r) and r.op in ("h2d", "d2h") and gpu in (r.src, r.dst)]
     if not mine:
         return f"# {gpu}: no host copies measured"
-    kinds = [k for k in ("pageable", "pinned", "pinned-wc") if any(r["memory"] == k for r in mine)]
-    sizes = sorted({r["size_bytes"] for r in mine})
-    cell: dict[tuple[str, int, str, bool], float] = {}
+    kinds = [k for k in ("pageable", "pinned", "pinned-wc") if any(r.memory == k for r in mine)]
+    sizes = sorted({r.size_bytes or 0 for r in mine})  # every copy point has a size
+    cell: dict[tuple[Any, ...], float | None] = {}
     for r in mine:
-        cell[(r["memory"], r["size_bytes"], r["op"], bool(r.get("bidirectional")))] = r[
-            "algbw_gbps"
-        ]
+        cell[(r.memory, r.size_bytes, r.op, bool(r.bidirectional))] = r.algbw_gbps
     any_row = mine[0]
-    extra = any_row.get("extra") or {}
+    extra = any_row.extra or {}
     head = f"# Host <-> {gpu}"
     if extra.get("gpu_model"):
         head += f" ({extra['gpu_model']})"
-    link = next((r.get("extra", {}).get("link") for r in mine if r.get("expected_gbps")), None)
-    expected = next((r.get("expected_gbps") for r in mine if r.get("expected_gbps")), None)
+    link = next(((r.extra or {}).get("link") for r in mine if r.expected_gbps), None)
+    expected = next((r.expected_gbps for r in mine if r.expected_gbps), None)
     if link and expected:
         head += f", {link}: {expected:.2f} GB/s per direction"
     if extra.get("numa_node") is not None:
@@ -87,26 +80,23 @@ def host_table(rows: Iterable[Rowd], gpu: str) -> str:
     effs = []
     for k in kinds:
         for op in ("h2d", "d2h"):
-            found: Rowd | None = next(
+            found: Row | None = next(
                 (
                     x
                     for x in mine
-                    if x["memory"] == k
-                    and x["size_bytes"] == top
-                    and x["op"] == op
-                    and not x.get("bidirectional")
+                    if x.memory == k and x.size_bytes == top and x.op == op and not x.bidirectional
                 ),
                 None,
             )
-            if found is not None and found.get("efficiency") is not None:
-                effs.append(f"{k} {op} {found['efficiency']:.2f}")
+            if found is not None and found.efficiency is not None:
+                effs.append(f"{k} {op} {found.efficiency:.2f}")
     if effs:
         lines.append(f"# efficiency at {format_size(top)}: " + ", ".join(effs))
     return "\n".join(lines)
 
 
 def _matrix(
-    title: str, corner: str, names: Sequence[str], values: dict[tuple[str, str], float]
+    title: str, corner: str, names: Sequence[Any], values: dict[tuple[Any, Any], Any]
 ) -> list[str]:
     nums = [_gpu_num(n) for n in names]
     lines = [title, f"   {corner:>3}" + "".join(f" {n:>6}" for n in nums)]
@@ -119,16 +109,16 @@ def _matrix(
     return lines
 
 
-def p2p_matrices(rows: Iterable[Rowd], size: int | None = None) -> str:
+def p2p_matrices(rows: Iterable[Row], size: int | None = None) -> str:
     """p2pBandwidthLatencyTest-style matrices at ``size`` (default: the largest measured)."""
-    p2p = [r for r in rows if r.get("op") == "p2p" and r.get("status") in ("ok", "wrong")]
-    bw = [r for r in p2p if not (r.get("extra") or {}).get("test")]
-    lat = [r for r in p2p if (r.get("extra") or {}).get("test") == "latency"]
+    p2p = [r for r in rows if r.op == "p2p" and r.status in ("ok", "wrong")]
+    bw = [r for r in p2p if not (r.extra or {}).get("test")]
+    lat = [r for r in p2p if (r.extra or {}).get("test") == "latency"]
     if not bw and not lat:
         return "# no GPU <-> GPU copies measured"
-    names = sorted({r["src"] for r in p2p} | {r["dst"] for r in p2p}, key=_gpu_num)
+    names = sorted({r.src for r in p2p} | {r.dst for r in p2p}, key=_gpu_num)
     if size is None and bw:
-        size = max(r["size_bytes"] for r in bw)
+        size = max(r.size_bytes or 0 for r in bw)
     lines: list[str] = []
     if bw:
         lines.append(f"# GPU <-> GPU copies of {format_size(size or 0)}")
@@ -137,15 +127,15 @@ def p2p_matrices(rows: Iterable[Rowd], size: int | None = None) -> str:
             sel = [
                 r
                 for r in bw
-                if r["size_bytes"] == size
-                and bool(r.get("bidirectional")) == bidir
-                and bool(r.get("peer_access")) == peer
+                if r.size_bytes == size
+                and bool(r.bidirectional) == bidir
+                and bool(r.peer_access) == peer
             ]
             if not sel:
                 continue
-            values: dict[tuple[str, str], float] = {}
+            values: dict[tuple[Any, Any], Any] = {}
             for r in sel:
-                values[(r["src"], r["dst"])] = r["algbw_gbps"]
+                values[(r.src, r.dst)] = r.algbw_gbps
             if bidir:
                 # p2pBandwidthLatencyTest prints the sum of both directions.
                 values = {
@@ -158,53 +148,51 @@ def p2p_matrices(rows: Iterable[Rowd], size: int | None = None) -> str:
                 f"{kind} P2P={state} Bandwidth{writes} Matrix (GB/s)", "D\\D", names, values
             )
     for peer in (False, True):
-        sel = [r for r in lat if bool(r.get("peer_access")) == peer]
+        sel = [r for r in lat if bool(r.peer_access) == peer]
         if not sel:
             continue
-        values = {(r["src"], r["dst"]): r["time_us"] for r in sel}
+        values = {(r.src, r.dst): r.time_us for r in sel}
         state = "Enabled" if peer else "Disabled"
         writes = " (P2P Writes)" if peer else ""
-        lat_size = sel[0]["size_bytes"]
+        lat_size = sel[0].size_bytes
         lines += _matrix(f"P2P={state} Latency{writes} Matrix (us)", "GPU", names, values)
         lines.append(f"#   (device time per copy of {lat_size} B)")
     eff = []
-    for r in sorted(bw, key=lambda x: (_gpu_num(x["src"]), _gpu_num(x["dst"]))):
+    for r in sorted(bw, key=lambda x: (_gpu_num(x.src), _gpu_num(x.dst))):
         if (
-            r["size_bytes"] == size
-            and not r.get("bidirectional")
-            and r.get("peer_access")
-            and r.get("efficiency") is not None
+            r.size_bytes == size
+            and not r.bidirectional
+            and r.peer_access
+            and r.efficiency is not None
         ):
-            link = (r.get("extra") or {}).get("link") or "link"
+            link = (r.extra or {}).get("link") or "link"
             eff.append(
-                f"# {r['src']} -> {r['dst']}: {r['algbw_gbps']:.2f} GB/s of {link} "
-                f"{r['expected_gbps']:.2f} GB/s = {r['efficiency']:.2f}"
+                f"# {r.src} -> {r.dst}: {r.algbw_gbps:.2f} GB/s of {link} "
+                f"{r.expected_gbps:.2f} GB/s = {r.efficiency:.2f}"
             )
     lines += eff
     return "\n".join(lines)
 
 
-def aggregate_table(rows: Iterable[Rowd]) -> str:
+def aggregate_table(rows: Iterable[Row]) -> str:
     """All GPUs copying to or from the host at once."""
-    agg = [r for r in rows if (r.get("extra") or {}).get("test") == "all-gpus"]
+    agg = [r for r in rows if (r.extra or {}).get("test") == "all-gpus"]
     if not agg:
         return ""
     lines = []
     for op in ("h2d", "d2h"):
-        per = [r for r in agg if r["op"] == op and not r["extra"].get("aggregate")]
-        tot = [r for r in agg if r["op"] == op and r["extra"].get("aggregate")]
+        per = [r for r in agg if r.op == op and not r.extra.get("aggregate")]
+        tot = [r for r in agg if r.op == op and r.extra.get("aggregate")]
         if not per:
             continue
-        per.sort(key=lambda r: _gpu_num(r["dst"] if op == "h2d" else r["src"]))
-        size = per[0]["size_bytes"]
-        items = "  ".join(
-            f"{r['dst'] if op == 'h2d' else r['src']} {r['algbw_gbps']:.2f}" for r in per
-        )
-        line = f"# all GPUs at once, {op}, {per[0]['memory']}, {format_size(size)} each: {items}"
+        per.sort(key=lambda r: _gpu_num(r.dst if op == "h2d" else r.src))
+        size = per[0].size_bytes
+        items = "  ".join(f"{r.dst if op == 'h2d' else r.src} {r.algbw_gbps:.2f}" for r in per)
+        line = f"# all GPUs at once, {op}, {per[0].memory}, {format_size(size or 0)} each: {items}"
         if tot:
             t = tot[0]
-            line += f"  total {t['algbw_gbps']:.2f} GB/s"
-            if t.get("expected_gbps"):
-                line += f" of {t['expected_gbps']:.2f} ({t['efficiency']:.2f})"
+            line += f"  total {t.algbw_gbps:.2f} GB/s"
+            if t.expected_gbps:
+                line += f" of {t.expected_gbps:.2f} ({t.efficiency:.2f})"
         lines.append(line)
     return "\n".join(lines)

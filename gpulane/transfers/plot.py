@@ -4,33 +4,34 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+
+from gpulane.record import Row
 
 PLOT_FILE = "copy-bandwidth.png"
 
 
-def plot_bandwidth(rows: Iterable[dict[str, Any]], out: str | Path) -> Path | None:
+def plot_bandwidth(rows: Iterable[Row], out: str | Path) -> Path | None:
     """Write a PNG of unidirectional host copies (pinned, pageable, write-combined)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    series: dict[tuple[str, str, str], list[tuple[int, float]]] = {}
+    series: dict[tuple[str, str | None, str], list[tuple[int, float]]] = {}
     for r in rows:
-        extra = r.get("extra") or {}
+        extra = r.extra or {}
         if (
-            r.get("kind") != "copy"
-            or r.get("op") not in ("h2d", "d2h")
-            or r.get("bidirectional")
+            r.kind != "copy"
+            or r.op not in ("h2d", "d2h")
+            or r.bidirectional
             or extra.get("test")
-            or r.get("algbw_gbps") is None
-            or r.get("size_bytes") is None
+            or r.algbw_gbps is None
+            or r.size_bytes is None
         ):
             continue
-        gpu = r["dst"] if r["op"] == "h2d" else r["src"]
-        series.setdefault((r["op"], gpu, r.get("memory") or "?"), []).append(
-            (int(r["size_bytes"]), float(r["algbw_gbps"]))
+        gpu = r.dst if r.op == "h2d" else r.src
+        series.setdefault((r.op, gpu, r.memory or "?"), []).append(
+            (int(r.size_bytes), float(r.algbw_gbps))
         )
     if not series:
         return None

@@ -4,33 +4,32 @@ points, and the sections that failed or copied wrong data as the run's problems.
 
 from __future__ import annotations
 
-from typing import Any
-
+from gpulane.record import Row
 from gpulane.transfers.matrices import aggregate_table, host_table, p2p_matrices
 
 
-def section_of(row: dict[str, Any]) -> tuple[str, str]:
+def section_of(row: Row) -> tuple[str, str]:
     """Which printed section a row belongs to: (kind, GPU) for a GPU's host copies."""
-    extra = row.get("extra") or {}
-    if row.get("op") == "p2p":
+    extra = row.extra or {}
+    if row.op == "p2p":
         return ("p2p", "")
     if extra.get("test") == "all-gpus" or extra.get("aggregate"):
         return ("all", "")
-    gpu = row.get("dst") if row.get("op") == "h2d" else row.get("src")
+    gpu = row.dst if row.op == "h2d" else row.src
     return ("host", str(gpu))
 
 
 class CopyView:
     def __init__(self, points: int | None = None) -> None:
         self.total: int | None = points
-        self.rows: list[dict[str, Any]] = []
+        self.rows: list[Row] = []
         self.section: tuple[str, str] | None = None
         self.points = 0
 
-    def add(self, row: dict[str, Any]) -> list[str]:
+    def add(self, row: Row) -> list[str]:
         out: list[str] = []
-        if row.get("status") == "error" and row.get("time_us") is None:
-            return [f"# error: {row.get('error')}"]
+        if row.status == "error" and row.time_us is None:
+            return [f"# error: {row.error}"]
         section = section_of(row)
         if self.section is not None and section != self.section:
             out += self._table(self.section)
@@ -62,18 +61,15 @@ class CopyView:
         kind, gpu = self.section
         return {"host": f"host <-> {gpu}", "all": "all GPUs at once", "p2p": "peer copies"}[kind]
 
-    def summary(self, rows: list[dict[str, Any]]) -> list[str]:
+    def summary(self, rows: list[Row]) -> list[str]:
         return []
 
-    def problems(self, rows: list[dict[str, Any]]) -> list[str]:
-        out = [
-            str(r.get("error")) for r in rows if r.get("status") == "error" and not r.get("wrong")
-        ]
-        wrong = [r for r in rows if r.get("wrong")]
+    def problems(self, rows: list[Row]) -> list[str]:
+        out = [str(r.error) for r in rows if r.status == "error" and not r.wrong]
+        wrong = [r for r in rows if r.wrong]
         if wrong:
             where = ", ".join(
-                f"{r['op']} {r['src']}->{r['dst']} {r['memory']} {r['size_bytes']} B"
-                for r in wrong[:5]
+                f"{r.op} {r.src}->{r.dst} {r.memory} {r.size_bytes} B" for r in wrong[:5]
             )
             out.append(f"data differs after the copy at {where}")
         return out

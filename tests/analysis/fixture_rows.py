@@ -13,7 +13,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from gpulane.record import Row, RowWriter, write_parquet
+from gpulane.parquet_rows import write_parquet
+from gpulane.record import Row, RowWriter
 from tests.helpers import fixture_path
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")

@@ -15,7 +15,7 @@ from gpulane.analysis.compare import compare, print_terminal, summary_display
 from gpulane.analysis.compare.machines import mixed_machines, row_machine, series_labels
 from gpulane.analysis.store import frame_from_rows
 from gpulane.errors import InputError
-from gpulane.record import Row
+from gpulane.record import Row, row_of
 from tests.analysis.fixture_rows import nccl_rows, write_run
 from tests.commands.test_errors import one_error
 from tests.conftest import fixture_path
@@ -53,13 +53,15 @@ def h200_rows(build: str, run_id: str = "r-h200") -> list[Row]:
 
 
 def test_a_row_names_its_machine() -> None:
-    assert row_machine({"backend": "torch-gloo", "host": "vm", "versions": {}}) == {
+    assert row_machine(row_of({"backend": "torch-gloo", "host": "vm", "versions": {}})) == {
         "gpu": "cpu", "host": "vm", "backend": "torch-gloo"
     }  # fmt: skip
-    assert row_machine({"backend": "nccl-tests", "versions": {"gpu": "NVIDIA H200"}}) == {
+    assert row_machine(row_of({"backend": "nccl-tests", "versions": {"gpu": "NVIDIA H200"}})) == {
         "gpu": "NVIDIA H200", "host": "host not named", "backend": "nccl-tests"
     }  # fmt: skip
-    assert row_machine({"backend": "mpi", "versions": {"mpi_buffers": "host"}})["gpu"] == "cpu"
+    assert (
+        row_machine(row_of({"backend": "mpi", "versions": {"mpi_buffers": "host"}}))["gpu"] == "cpu"
+    )
 
 
 def test_one_machine_of_every_world_size_is_one_side() -> None:

@@ -10,7 +10,8 @@ import pytest
 
 from gpulane.analysis.history import detect, load_runs, series
 from gpulane.cli import main
-from gpulane.record import Row, RowWriter, write_parquet
+from gpulane.parquet_rows import write_parquet
+from gpulane.record import Row, RowWriter
 
 GIB = 1 << 30
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from gpulane.record import Row
 from tests.browser import assert_fits, render
 from tests.helpers import gpulane
 from tests.report_pages import BENCH, recorded_builds, synthetic_runs
@@ -30,7 +31,7 @@ def hundred(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return synthetic_runs(tmp_path_factory.mktemp("hundred") / "runs", runs=100)
 
 
-def rows_of(directory: Path) -> list[dict]:  # type: ignore[type-arg]
+def rows_of(directory: Path) -> list[Row]:
     """Every row of the rows files, with its run's facts joined (an import keeps them once
     in facts.jsonl beside rows.jsonl)."""
     from gpulane.record import read_rows
@@ -48,10 +49,10 @@ def busbw_ratio_at_64m(builds: Path, build: str, reference: str = "nvlink") -> f
     def medians(name: str) -> dict[tuple, float]:  # type: ignore[type-arg]
         points: dict[tuple, list[float]] = {}  # type: ignore[type-arg]
         for r in rows_of(builds / name):
-            measured = r["kind"] == "collective" and r["op"] == "all_reduce" and r["status"] == "ok"
-            if measured and r["size_bytes"] >= 64 << 20 and (r["busbw_gbps"] or 0) > 0:
-                key = (r["dtype"], r["in_place"], bool(r.get("graph")), r["size_bytes"])
-                points.setdefault(key, []).append(r["busbw_gbps"])
+            measured = r.kind == "collective" and r.op == "all_reduce" and r.status == "ok"
+            if measured and (r.size_bytes or 0) >= 64 << 20 and (r.busbw_gbps or 0) > 0:
+                key = (r.dtype, r.in_place, bool(r.graph), r.size_bytes)
+                points.setdefault(key, []).append(r.busbw_gbps)
         return {k: statistics.median(v) for k, v in points.items()}
 
     a, b = medians(reference), medians(build)

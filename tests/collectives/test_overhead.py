@@ -22,7 +22,7 @@ from gpulane.collectives.table import SweepView
 from gpulane.config.commands import SweepConfig
 from gpulane.config.load import typed
 from gpulane.rank import RankContext
-from gpulane.record import Row, RowWriter
+from gpulane.record import Row, RowWriter, row_of
 from gpulane.rundir import make_run_dir, save_config
 from gpulane.session.sweep import launch_job
 
@@ -79,7 +79,7 @@ def test_summary_line(tmp_path: Path) -> None:
     ]
     (tmp_path / OVERHEAD_FILE).write_text(json.dumps({"rounds": 3, "sizes": sizes}))
     view = SweepView(1, 2, tmp_path)
-    rows = [{"time_us": 1.0, "busbw_gbps": 2.0}]
+    rows = [row_of({"time_us": 1.0, "busbw_gbps": 2.0})]
     assert view.summary(rows)[-1] == (
         "# torch.distributed adds 35.2 µs per call at 8 B, 31.0 µs at 1 MiB (this run: "
         "all_reduce in place, torch vs backend=nccl 43.0 vs 7.0 µs, 46.0 vs 15.5 µs, "

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from gpulane.record import read_parquet, read_rows
+from gpulane.parquet_rows import read_parquet
+from gpulane.record import read_rows
 from tests.conftest import fixture_path
 from tests.parse_helpers import json_rows, run_parse
 
@@ -56,8 +57,8 @@ def test_one_out_layout_for_every_format(
         "rows.parquet",
     ]
     stored = list(read_rows(out_dir / "rows.jsonl"))
-    assert stored == printed
-    assert {(r["build"], r["run_id"]) for r in stored} == {("b1", "r1")}
+    assert [r.to_dict() for r in stored] == printed
+    assert {(r.build, r.run_id) for r in stored} == {("b1", "r1")}
     assert len(read_parquet(out_dir / "rows.parquet")) == len(stored)
     assert f"# {len(stored)} rows: {out_dir / 'rows.jsonl'} and rows.parquet" in err
 

@@ -10,7 +10,8 @@ import pytest
 
 from gpulane import cli
 from gpulane.commands.trace import main
-from gpulane.record import read_parquet, read_rows
+from gpulane.parquet_rows import read_parquet
+from gpulane.record import read_rows
 from tests.conftest import fixture_path
 
 BAD = str(fixture_path("traces/h200/bad.json.gz"))
@@ -46,9 +47,9 @@ def test_two_traces_json_rows_plots(tmp_path: Path, capsys: pytest.CaptureFixtur
 
     rows = list(read_rows(tmp_path / "rows" / "rows.jsonl"))
     assert len(rows) == 2
-    assert all(r["kind"] == "copy" and r["source"] == "trace" for r in rows)
-    assert {r["memory"] for r in rows} == {"pageable", "pinned"}
-    assert all(r["build"] == "h200-demo" and r["expected_gbps"] == 63.0 for r in rows)
+    assert all(r.kind == "copy" and r.source == "trace" for r in rows)
+    assert {r.memory for r in rows} == {"pageable", "pinned"}
+    assert all(r.build == "h200-demo" and r.expected_gbps == 63.0 for r in rows)
     frame = read_parquet(tmp_path / "rows" / "rows.parquet")
     assert len(frame) == 2
 

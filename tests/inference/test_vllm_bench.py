@@ -74,7 +74,7 @@ def test_two_latency_runs_give_prefill_and_decode_rows_in_the_tokens_table() -> 
     assert decode.itl_ms_p50 == pytest.approx(5.0) and decode.itl_ms_p99 == pytest.approx(5.0)
     assert {r.backend for r in rows} == {"vllm"} and decode.extra["engine"] == "vllm"
     # the same table as gpulane's own rows, keyed by model, split, batch and lengths
-    table = results_table([r.to_dict() for r in rows])
+    table = results_table(rows)
     assert table.row_count == 1
 
 

@@ -115,8 +115,8 @@ def test_cli_writes_rows(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert cli_main(["parse", "vllm", *files, "--out", str(out), "--tp", "2", "--build", "b"]) == 0
     tmp_path = out
     rows = list(read_rows(tmp_path / "rows.jsonl"))
-    assert [r["op"] for r in rows] == ["serving", "throughput"]
-    assert {r["tp"] for r in rows} == {2} and len({r["run_id"] for r in rows}) == 1
+    assert [r.op for r in rows] == ["serving", "throughput"]
+    assert {r.tp for r in rows} == {2} and len({r.run_id for r in rows}) == 1
     assert (tmp_path / "rows.parquet").exists()
 
 

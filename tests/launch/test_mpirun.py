@@ -124,7 +124,7 @@ def test_rank_killed_by_a_signal_is_named(
     err = capsys.readouterr().err
     assert "rank 1" in err and "was killed by SIGKILL" in err and "during kill point" in err
     (row,) = run.rows()
-    assert row["status"] == "error" and "rank 1" in row["error"]
+    assert row.status == "error" and "rank 1" in row.error
     assert (run.path / "logs" / "mpirun.log").exists()
 
 
@@ -139,7 +139,7 @@ def test_stalled_rank_ends_the_run(
     assert "no progress for 3 s at second point" in err
     assert "rank 1" in err and "last at first point" in err
     (row,) = run.rows()
-    assert row["extra"]["at"] == "second point"
+    assert row.extra["at"] == "second point"
 
 
 def test_job_that_ends_well(

@@ -52,7 +52,7 @@ class Front:
         while time.monotonic() < deadline:
             for run in run_dirs(self.results) if self.results.is_dir() else []:
                 if (run / "rows.jsonl").exists():
-                    ok = [r for r in read_rows(run / "rows.jsonl") if r["status"] == "ok"]
+                    ok = [r.to_dict() for r in read_rows(run / "rows.jsonl") if r.status == "ok"]
                     if len(ok) >= n:
                         return run, ok
             assert self.proc.poll() is None, self.proc.communicate()
@@ -78,7 +78,7 @@ def assert_kept(run: Path, before: list[dict[str, Any]]) -> list[dict[str, Any]]
 
 
 def rows_of_lenient(run: Path) -> list[dict[str, Any]]:
-    return list(read_rows(run / "rows.jsonl"))
+    return [x.to_dict() for x in read_rows(run / "rows.jsonl")]
 
 
 @contextlib.contextmanager

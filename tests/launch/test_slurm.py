@@ -20,7 +20,8 @@ from gpulane.config.commands import SweepConfig
 from gpulane.config.load import typed
 from gpulane.launch.slurm.monitor import JobRecord
 from gpulane.launch.slurm.settings import executor_parameters, hydra_launcher_settings, settings
-from gpulane.record import Row, RowWriter, read_parquet, read_rows
+from gpulane.parquet_rows import read_parquet
+from gpulane.record import Row, RowWriter, read_rows
 from gpulane.rundir import make_run_dir
 from gpulane.session.collect import collect
 from tests.helpers import run_slurm
@@ -206,7 +207,7 @@ def test_gloo_sweep_two_tasks(slurm: str, tmp_path: Path) -> None:
     assert res.returncode == 0, res.stdout + res.stderr
     assert "# slurm job" in res.stdout and "completed" in res.stdout
     run = only_run_dir(tmp_path)
-    rows = list(read_rows(run / "rows.jsonl"))
+    rows = [x.to_dict() for x in read_rows(run / "rows.jsonl")]
     assert [r["size_bytes"] for r in rows] == [8, 16, 32, 64]
     for r in rows:
         assert r["status"] == "ok" and r["wrong"] == 0
@@ -241,7 +242,7 @@ def test_hydra_multirun_is_a_job_array(slurm: str, tmp_path: Path) -> None:
     assert len(runs) == 2, list(tmp_path.iterdir())
     dtypes = set()
     for run in runs:
-        rows = list(read_rows(run / "rows.jsonl"))
+        rows = [x.to_dict() for x in read_rows(run / "rows.jsonl")]
         assert len(rows) == 2 and all(r["status"] == "ok" for r in rows)
         assert {r["world_size"] for r in rows} == {2}
         dtypes |= {r["dtype"] for r in rows}
@@ -276,7 +277,7 @@ def test_bad_input_found_by_the_tasks_is_one_line_with_its_status(
 def test_failed_task_gives_error_row(slurm: str, tmp_path: Path) -> None:
     status, run = direct_run(tmp_path, "tests.launch.test_slurm:fail_on_rank_1")
     assert status == 1
-    rows = list(read_rows(run / "rows.jsonl"))
+    rows = [x.to_dict() for x in read_rows(run / "rows.jsonl")]
     assert rows[0]["status"] == "ok"  # the row written before the failure is kept
     err = [r for r in rows if r["status"] == "error"]
     assert len(err) == 1
@@ -316,7 +317,7 @@ def test_scancel_mid_run(slurm: str, tmp_path: Path) -> None:
     t.join(timeout=120)
     assert not t.is_alive()
     assert out["status"] == 1
-    rows = list(read_rows(run.path / "rows.jsonl"))
+    rows = [x.to_dict() for x in read_rows(run.path / "rows.jsonl")]
     ok = [r for r in rows if r["status"] == "ok"]
     err = [r for r in rows if r["status"] == "error"]
     assert len(ok) >= 3
@@ -362,7 +363,7 @@ def test_mpi_backend_under_srun(slurm: str, tmp_path: Path) -> None:
     )
     assert res.returncode == 0, res.stdout + res.stderr
     run = only_run_dir(tmp_path)
-    rows = list(read_rows(run / "rows.jsonl"))
+    rows = [x.to_dict() for x in read_rows(run / "rows.jsonl")]
     assert rows and all(r["status"] == "ok" and r["wrong"] == 0 for r in rows)
     assert {r["backend"] for r in rows} == {"mpi"} and {r["world_size"] for r in rows} == {2}
     assert {r["size_bytes"] for r in rows} == {8, 16, 32, 64}

@@ -303,7 +303,7 @@ def test_node_lost_mid_run(cluster: dict[str, str], tmp_path: Path) -> None:
     element = {e["label"]: e for e in summary["elements"]}
     assert element["c7+c8"]["state"] == "NODE_FAIL" and element["c5+c6"]["state"] == "COMPLETED"
     # The job's rows are kept: the sizes measured before the loss, then its error row.
-    rows = list(read_rows(group / "c7+c8" / "rows.jsonl"))
+    rows = [x.to_dict() for x in read_rows(group / "c7+c8" / "rows.jsonl")]
     assert rows[0]["status"] == "ok" and rows[-1]["status"] == "error"
     assert "NODE_FAIL" in rows[-1]["error"] and "c8" in rows[-1]["error"]
     # The campaign went on without c8: round 2 ran c6+c7, skipped c5+c8.

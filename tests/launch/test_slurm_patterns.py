@@ -299,7 +299,7 @@ def test_per_node_on_the_one_node(tmp_path: Path) -> None:
     node = element["label"]
     assert summary["nodes"] == [node]  # from sinfo: the partition's one node
     run = group / node
-    rows = list(read_rows(run / "rows.jsonl"))
+    rows = [x.to_dict() for x in read_rows(run / "rows.jsonl")]
     assert [r["size_bytes"] for r in rows] == [8, 16, 32, 64]
     assert all(r["status"] == "ok" and r["world_size"] == 2 and r["host"] == node for r in rows)
     record = JobRecord.load(run)
@@ -336,7 +336,7 @@ def test_pack_two_combinations_in_one_job(tmp_path: Path) -> None:
     assert res.stdout.count("combinations packed into slurm job") == 1
     dtypes = []
     for run in runs:
-        rows = list(read_rows(run / "rows.jsonl"))
+        rows = [x.to_dict() for x in read_rows(run / "rows.jsonl")]
         assert len(rows) == 2 and all(r["status"] == "ok" and r["world_size"] == 2 for r in rows)
         dtypes += sorted({r["dtype"] for r in rows})
         assert JobRecord.load(run).state == "COMPLETED" and (run / "rows.parquet").exists()
@@ -368,7 +368,7 @@ def test_pack_stops_at_a_failing_combination(tmp_path: Path) -> None:
     assert packing.finish_packing() == 1
     assert not packing.packing()
     assert len({JobRecord.load(r).job_id for r in runs}) == 1
-    first, second, third = (list(read_rows(r / "rows.jsonl")) for r in runs)
+    first, second, third = ([x.to_dict() for x in read_rows(r / "rows.jsonl")] for r in runs)
     assert [r["status"] for r in first] == ["ok"]
     errors = [r for r in second if r["status"] == "error"]
     assert len(errors) == 1 and errors[0]["extra"]["task"] == 1
@@ -463,7 +463,7 @@ def test_pairs_across_two_hosts(slurm_pair: dict[str, str], tmp_path: Path) -> N
     summary = json.loads((group / "summary.json").read_text())
     assert summary["nodes"] == ["n1", "n2"] and summary["passed"]
     run = group / "n1+n2"
-    rows = list(read_rows(run / "rows.jsonl"))
+    rows = [x.to_dict() for x in read_rows(run / "rows.jsonl")]
     assert [r["size_bytes"] for r in rows] == [8, 16, 32, 64]
     for r in rows:
         assert r["status"] == "ok" and r["wrong"] == 0
@@ -495,7 +495,7 @@ def test_per_node_on_two_hosts(slurm_pair: dict[str, str], tmp_path: Path) -> No
     assert [e["label"] for e in summary["elements"]] == ["n1", "n2"]
     assert len({e["job_id"] for e in summary["elements"]}) == 2
     for node in ("n1", "n2"):
-        rows = list(read_rows(group / node / "rows.jsonl"))
+        rows = [x.to_dict() for x in read_rows(group / node / "rows.jsonl")]
         assert rows and all(r["host"] == node and r["world_size"] == 2 for r in rows)
         assert JobRecord.load(group / node).state == "COMPLETED"
     assert "# no outlier among 2 nodes" in res.stdout

@@ -63,7 +63,8 @@ def no_topology(n: int) -> Topology:
 
 
 def h200_rows() -> list[dict[str, Any]]:
-    return list(read_rows(fixture_path("advise/nvlink-rows.jsonl")))
+    # the planner takes rows as dicts (the records of its frames)
+    return [r.to_dict() for r in read_rows(fixture_path("advise/nvlink-rows.jsonl"))]
 
 
 def box(n: int, nv_pairs: set[tuple[int, int]], gen: int, width: int) -> Topology:

@@ -101,7 +101,7 @@ def test_ranks_measure_the_plan_they_are_given(tmp_path: Path) -> None:
     run = make_run_dir(cfg)
     assert run_prepared(narrowed, run) == 0
     rows = run.rows()
-    assert rows and {r["size_bytes"] for r in rows} == {2048}
+    assert rows and {r.size_bytes for r in rows} == {2048}
 
 
 def test_a_rank_without_a_plan_says_so(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 
+from gpulane.record import Row
 from gpulane.topology.bandwidth import LineRate
 from gpulane.transfers.importers.p2p import parse_p2p
 from gpulane.transfers.matrices import aggregate_table, host_table, p2p_matrices
@@ -19,7 +20,7 @@ def _us(size: int, gbps: float) -> float:
     return size / (gbps * 1e9) * 1e6
 
 
-def _host_rows() -> list[dict]:
+def _host_rows() -> list[Row]:
     rows = []
     for size in (4096, GIB):
         for memory, h2d, d2h in (("pageable", 21.0, 17.0), ("pinned", 55.5, 55.3)):
@@ -29,10 +30,10 @@ def _host_rows() -> list[dict]:
         rows.append(Point("d2h", "GPU0", "host", "pinned", size, [_us(size, 49.0)], True))
     for p in rows:
         p.extra.update(numa_node=0, gpu_numa=0, gpu_model="NVIDIA H200")
-    return [to_row(p, run_id="r", build="b", link=PCIE).to_dict() for p in rows]
+    return [to_row(p, run_id="r", build="b", link=PCIE) for p in rows]
 
 
-def _peer_rows() -> list[dict]:
+def _peer_rows() -> list[Row]:
     pts = []
     for peer, uni, bi in ((False, 37.6, 35.0), (True, 394.0, 391.5)):
         for a, b in (("GPU0", "GPU1"), ("GPU1", "GPU0")):
@@ -42,7 +43,7 @@ def _peer_rows() -> list[dict]:
             lat.extra["test"] = "latency"
             pts.append((lat, peer))
     return [
-        to_row(p, run_id="r", build="b", link=NV18 if peer else PCIE, path="NV18").to_dict()
+        to_row(p, run_id="r", build="b", link=NV18 if peer else PCIE, path="NV18")
         for p, peer in pts
     ]
 
@@ -94,7 +95,7 @@ def test_aggregate_table() -> None:
     for r in rows:
         r.extra["test"] = "all-gpus"
     agg = aggregate_row(rows, LineRate(126.016, "sum", "sum"), "all-gpus")
-    text = aggregate_table([r.to_dict() for r in [*rows, agg]])
+    text = aggregate_table([*rows, agg])
     assert "all GPUs at once, h2d, pinned, 1 GiB each: GPU0 54.40  GPU1 54.40" in text
     assert "total 108.80 GB/s of 126.02 (0.86)" in text
     assert aggregate_table([]) == ""

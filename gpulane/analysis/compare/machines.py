@@ -16,12 +16,13 @@ and a report's panels are per world size.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
 
 from gpulane.analysis.store import FIGURE_KEYS, key_frame
+from gpulane.record import Row, frame_rows
 
 # What tells machines apart, in the order a split label names them.
 PARTS = ("gpu", "host", "backend")
@@ -41,16 +42,16 @@ def _text(value: Any) -> str | None:
     return text or None
 
 
-def row_machine(row: Mapping[str, Any]) -> dict[str, str]:
+def row_machine(row: Row) -> dict[str, str]:
     """The row's GPU model (``versions.gpu``; ``cpu`` for gloo ranks or MPI through host
     memory), host and backend; a part the row does not carry reads "... not named"."""
-    versions = row.get("versions")
+    versions = row.versions
     versions = versions if isinstance(versions, dict) else {}
-    backend = _text(row.get("backend"))
+    backend = _text(row.backend)
     gpu = _text(versions.get("gpu"))
     if gpu is None and (backend == "torch-gloo" or versions.get("mpi_buffers") == "host"):
         gpu = CPU
-    found = {"gpu": gpu, "host": _text(row.get("host")), "backend": backend}
+    found = {"gpu": gpu, "host": _text(row.host), "backend": backend}
     return {part: found[part] or UNKNOWN[part] for part in PARTS}
 
 
@@ -59,9 +60,7 @@ def machine_frame(frame: pd.DataFrame) -> pd.DataFrame:
     if frame.empty:
         return pd.DataFrame(columns=list(PARTS), index=frame.index)
     cols = [c for c in ("versions", "backend", "host") if c in frame.columns]
-    machines = [
-        row_machine({str(k): v for k, v in r.items()}) for r in frame[cols].to_dict("records")
-    ]
+    machines = [row_machine(r) for r in frame_rows(frame[cols])]
     return pd.DataFrame(machines, index=frame.index, columns=list(PARTS))
 
 

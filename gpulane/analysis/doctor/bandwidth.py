@@ -6,6 +6,7 @@ from typing import Any
 
 from gpulane.analysis.doctor.model import Finding, NotRun
 from gpulane.analysis.rules.linerate import expected_gbps
+from gpulane.record import Row
 from gpulane.topology.evidence import Evidence
 
 MIN_BYTES = 64 << 20  # below this, latency and not the path decides the figure
@@ -14,22 +15,22 @@ MIN_BYTES = 64 << 20  # below this, latency and not the path decides the figure
 FAR_BELOW = {"collective": 0.3, "copy": 0.5}
 
 
-def _largest(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _largest(rows: list[Row]) -> list[Row]:
     """Per (run, kind, op, endpoints, memory): the row of the largest size, if large."""
-    best: dict[tuple[Any, ...], dict[str, Any]] = {}
+    best: dict[tuple[Any, ...], Row] = {}
     for r in rows:
-        if r.get("status") != "ok" or (r.get("size_bytes") or 0) < MIN_BYTES:
+        if r.status != "ok" or (r.size_bytes or 0) < MIN_BYTES:
             continue
         key = (
-            r.get("run_id"),
-            r.get("kind"),
-            r.get("op"),
-            r.get("src"),
-            r.get("dst"),
-            r.get("memory"),
-            r.get("bidirectional"),
+            r.run_id,
+            r.kind,
+            r.op,
+            r.src,
+            r.dst,
+            r.memory,
+            r.bidirectional,
         )
-        if key not in best or (r.get("size_bytes") or 0) > (best[key].get("size_bytes") or 0):
+        if key not in best or (r.size_bytes or 0) > (best[key].size_bytes or 0):
             best[key] = r
     return list(best.values())
 
@@ -39,28 +40,26 @@ def check_bandwidth(ev: Evidence) -> list[Finding]:
         raise NotRun(ev.absent.get("rows", "no run directory given (--run DIR)"))
     out = []
     judged = 0
-    for r in _largest([r for r in ev.rows if r.get("kind") in FAR_BELOW]):
-        metric = "busbw_gbps" if r.get("kind") == "collective" else "algbw_gbps"
-        value = r.get(metric)
+    for r in _largest([r for r in ev.rows if r.kind in FAR_BELOW]):
+        metric = "busbw_gbps" if r.kind == "collective" else "algbw_gbps"
+        value = getattr(r, metric)
         rate, source = expected_gbps(r, ev.topology)
         if not isinstance(value, (int, float)) or rate is None:
             continue
         judged += 1
         share = value / rate
-        if share >= FAR_BELOW[str(r["kind"])]:
+        if share >= FAR_BELOW[str(r.kind)]:
             continue
-        what = f"{r.get('op')}" + (
-            f" {r.get('src')}->{r.get('dst')}" if r.get("kind") == "copy" else ""
-        )
-        transport = f"; NCCL used {r['transport']}" if r.get("transport") else ""
-        size = f"{(r.get('size_bytes') or 0) / (1 << 20):.0f} MiB"
+        what = f"{r.op}" + (f" {r.src}->{r.dst}" if r.kind == "copy" else "")
+        transport = f"; NCCL used {r.transport}" if r.transport else ""
+        size = f"{(r.size_bytes or 0) / (1 << 20):.0f} MiB"
         out.append(
             Finding(
                 "warning",
                 "bandwidth",
                 f"{what} reached {share:.0%} of the path's rate",
                 f"{what} {size}: {metric.split('_')[0]} {value:.1f} GB/s against {rate:.1f} GB/s "
-                f"({source}){transport} (run {r.get('run_id')}, build {r.get('build')})",
+                f"({source}){transport} (run {r.run_id}, build {r.build})",
                 "a transfer this far below its path's line rate is held back by something on "
                 "the way: the other findings (transport, ACS, IOMMU, links, NUMA) say what",
                 "fix what the other findings name and measure again (gpulane sweep / copy); with "

@@ -12,6 +12,7 @@ from gpulane.analysis.doctor.model import Finding, NotRun
 from gpulane.analysis.rules.model import FAIL, Context
 from gpulane.analysis.rules.transport_checks import check_nccl_transport
 from gpulane.analysis.store import frame_from_rows
+from gpulane.record import Row
 from gpulane.topology.evidence import Evidence
 
 _TRUE = ("1", "true", "yes", "on")
@@ -136,11 +137,11 @@ def _settings(ev: Evidence) -> dict[str, tuple[str, str]]:
     """variable -> (value, where), from the environment/files and the run's rows."""
     out = {k: (v, ev.env_from.get(k, "environment")) for k, v in ev.env.items()}
     for row in ev.rows or []:
-        raw = row.get("env")
+        raw = row.env
         env: dict[str, Any] = raw if isinstance(raw, dict) else {}
         for k, v in env.items():
             if k.startswith("NCCL_") and k not in out:
-                out[k] = (str(v), f"run {row.get('run_id')}'s env")
+                out[k] = (str(v), f"run {row.run_id}'s env")
     return out
 
 
@@ -234,19 +235,21 @@ def check_gdr(ev: Evidence) -> list[Finding]:
     return out
 
 
-def _transport_rows(ev: Evidence) -> list[dict[str, Any]]:
-    rows = [r for r in ev.rows or [] if isinstance(r.get("extra"), dict) and r["extra"].get("nccl")]
+def _transport_rows(ev: Evidence) -> list[Row]:
+    rows = [r for r in ev.rows or [] if isinstance(r.extra, dict) and r.extra.get("nccl")]
     if rows or ev.nccl is None:
         return rows
+    # No run's rows: the NCCL log alone, as one row the transport check reads.
     return [
-        {
-            "run_id": "nccl-log",
-            "kind": "collective",
-            "backend": "nccl",
-            "op": "-",
-            "build": ev.host,
-            "extra": {"nccl": ev.nccl},
-        }
+        Row(
+            run_id="nccl-log",
+            kind="collective",
+            backend="nccl",
+            op="-",
+            build=ev.host,
+            nodes=None,
+            extra={"nccl": ev.nccl},
+        )
     ]
 
 
@@ -254,9 +257,7 @@ def asked_off(ev: Evidence, build: str | None) -> list[str]:
     """The variables that switch a path off which the runs of ``build`` (None: of every
     build) were asked to set (a preset, env.*), in words:
     ``NCCL_P2P_DISABLE=1 (run X's preset=pcie-host)``."""
-    runs = {
-        str(r.get("run_id")) for r in ev.rows or [] if build is None or str(r.get("build")) == build
-    }
+    runs = {str(r.run_id) for r in ev.rows or [] if build is None or str(r.build) == build}
     out = []
     for run in sorted(runs):
         for name, (value, how) in sorted(ev.run_asked.get(run, {}).items()):

@@ -24,6 +24,7 @@ import pandas as pd
 
 from gpulane.analysis.store import find_run_dirs, load_frame
 from gpulane.errors import InputError
+from gpulane.record import Row, frame_rows
 
 ACCEPT_JSON = "accept.json"
 VERSION_KEYS = ("nccl", "cuda", "driver", "torch", "gpulane")
@@ -128,12 +129,12 @@ def read_accepts(root: Path) -> tuple[list[CheckResult], dict[str, str]]:
     return checks, accepts
 
 
-def _labels(row: dict[str, Any], **more: Any) -> dict[str, str]:
-    versions = row.get("versions") if isinstance(row.get("versions"), dict) else {}
+def _labels(row: Row, **more: Any) -> dict[str, str]:
+    versions = row.versions if isinstance(row.versions, dict) else {}
     assert isinstance(versions, dict)
     out = {
-        "build": row.get("build"),
-        "host": row.get("host"),
+        "build": row.build,
+        "host": row.host,
         "gpu_model": versions.get("gpu"),
         **{k: versions.get(k) for k in VERSION_KEYS},
         **more,
@@ -164,8 +165,8 @@ def key_figures(frame: pd.DataFrame) -> list[Figure]:
     latest = ok.groupby("build", dropna=False)["run_start"].transform("max")
     ok = ok[ok["run_start"] == latest]
     out: list[Figure] = []
-    for record in ok.to_dict("records"):
-        out.extend(_figures_of({str(k): v for k, v in record.items()}))
+    for row in frame_rows(ok):
+        out.extend(_figures_of(row))
     # keep the largest size per series (collectives and copies), the best of repeats
     best: dict[tuple[str, tuple[tuple[str, str], ...]], tuple[float, Figure]] = {}
     for f in out:
@@ -181,47 +182,47 @@ def key_figures(frame: pd.DataFrame) -> list[Figure]:
     return [f for _, f in best.values()]
 
 
-def _figures_of(row: dict[str, Any]) -> list[Figure]:
-    kind, run, at = row.get("kind"), str(row.get("run_id")), str(row.get("started_at"))
+def _figures_of(row: Row) -> list[Figure]:
+    kind, run, at = row.kind, str(row.run_id), str(row.started_at)
     if kind == "collective":
-        v = _num(row.get("busbw_gbps"))
+        v = _num(row.busbw_gbps)
         if v is None:
             return []
         labels = _labels(
             row,
-            op=row.get("op"),
-            path=row.get("path"),
-            world_size=_size(row.get("world_size")),
-            size=_size(row.get("size_bytes")),
+            op=row.op,
+            path=row.path,
+            world_size=_size(row.world_size),
+            size=_size(row.size_bytes),
         )
         return [Figure("collective_busbw", v * 1e9, labels, run, at)]
     if kind == "copy":
-        v = _num(row.get("algbw_gbps"))
+        v = _num(row.algbw_gbps)
         if v is None:
             return []
-        src, dst = str(row.get("src")), str(row.get("dst"))
+        src, dst = str(row.src), str(row.dst)
         gpu = dst if src == "host" else src if dst == "host" else ""
         pair = f"{src}->{dst}" if not gpu else ""
         labels = _labels(
             row,
-            op=row.get("op"),
+            op=row.op,
             gpu=gpu,
             pair=pair,
-            memory=row.get("memory"),
-            size=_size(row.get("size_bytes")),
+            memory=row.memory,
+            size=_size(row.size_bytes),
         )
         return [Figure("copy_bandwidth", v * 1e9, labels, run, at)]
     if kind == "tokens":
-        v = _num(row.get("tokens_per_s"))
+        v = _num(row.tokens_per_s)
         if v is None:
             return []
         labels = _labels(
             row,
-            op=row.get("op"),
-            model=row.get("model"),
-            tp=_size(row.get("tp")),
-            pp=_size(row.get("pp")),
-            batch=_size(row.get("batch")),
+            op=row.op,
+            model=row.model,
+            tp=_size(row.tp),
+            pp=_size(row.pp),
+            batch=_size(row.batch),
         )
         return [Figure("tokens_rate", v, labels, run, at)]
     return []

@@ -18,7 +18,7 @@ from gpulane.analysis.plots.copies import copy_plots
 from gpulane.analysis.plots.tokens import tokens_plots
 from gpulane.analysis.rules import FAIL, Check
 from gpulane.analysis.rules.measurement import shown_figure
-from gpulane.analysis.store import records
+from gpulane.record import frame_rows
 
 SIDE_COLOURS = {"current": style.PALETTE[0], "baseline": style.GREY}
 # how far a bar may reach either way (%): a 98.9% shortfall and a +600% margin stay readable
@@ -30,7 +30,7 @@ def failing_marks(checks: Sequence[Check], current: pd.DataFrame) -> list[Mark]:
     out = []
     # a copy check names its measurement (solo, one GPU's share, the total at once)
     shown = pd.Series(
-        [shown_figure(r) for r in records(current)], index=current.index, dtype=object
+        [shown_figure(r) for r in frame_rows(current)], index=current.index, dtype=object
     )
     for c in checks:
         if c.status != FAIL or c.value is None or not c.figure:

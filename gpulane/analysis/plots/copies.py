@@ -28,7 +28,7 @@ from gpulane.analysis.rules.measurement import (
     copy_mode,
     shown_figure,
 )
-from gpulane.analysis.store import records
+from gpulane.record import Row, frame_rows
 
 
 def _panel_title(key: tuple[Any, ...]) -> str:
@@ -43,7 +43,7 @@ def _panel_title(key: tuple[Any, ...]) -> str:
     return " ".join(words)
 
 
-def _at_once(rec: Mapping[str, Any]) -> str:
+def _at_once(rec: Row) -> str:
     """'' for a solo copy; how many GPUs copied at once, and whether the row is one GPU's
     share or the total, otherwise."""
     mode = copy_mode(rec)
@@ -130,7 +130,7 @@ def copy_plots(
         return []
     rows["memory"] = rows["memory"].fillna("-")
     rows["bidirectional"] = rows["bidirectional"].map(lambda v: v is True)
-    recs = records(rows)
+    recs = frame_rows(rows)
     rows["at_once"] = [_at_once(r) for r in recs]
     rows["shown"] = [shown_figure(r) for r in recs]
     colour_of = dict(colour_of or style.colours(rows[series].dropna()))

@@ -26,6 +26,7 @@ from gpulane.analysis.reference.table import (
     model_key,
     short_model,
 )
+from gpulane.record import Row, frame_rows
 from gpulane.units import format_size
 
 NORMAL, BELOW, ABOVE, MEETS, SHORT, NONE = (
@@ -101,10 +102,10 @@ def nvls_state(env: Mapping[str, Any], transport: Any, extra: Mapping[str, Any])
     return None
 
 
-def facts_of(row: Mapping[str, Any]) -> Facts:
-    versions = row.get("versions") if isinstance(row.get("versions"), Mapping) else {}
-    env = row.get("env") if isinstance(row.get("env"), Mapping) else {}
-    extra = row.get("extra") if isinstance(row.get("extra"), Mapping) else {}
+def facts_of(row: Row) -> Facts:
+    versions = row.versions if isinstance(row.versions, Mapping) else {}
+    env = row.env if isinstance(row.env, Mapping) else {}
+    extra = row.extra if isinstance(row.extra, Mapping) else {}
     assert isinstance(versions, Mapping) and isinstance(env, Mapping)
     shaping = tuple(
         sorted(
@@ -115,17 +116,17 @@ def facts_of(row: Mapping[str, Any]) -> Facts:
     )
     return Facts(
         gpu=_text(versions.get("gpu")),
-        path=_text(row.get("path")),
-        world_size=_int(row.get("world_size")),
-        nodes=_int(row.get("nodes")) or 1,
-        kind=str(row.get("kind")),
-        op=str(row.get("op")),
-        size=_int(row.get("size_bytes")),
+        path=_text(row.path),
+        world_size=_int(row.world_size),
+        nodes=_int(row.nodes) or 1,
+        kind=str(row.kind),
+        op=str(row.op),
+        size=_int(row.size_bytes),
         nccl=_text(versions.get("nccl")),
-        nvls=nvls_state(env, row.get("transport"), extra or {}),
+        nvls=nvls_state(env, row.transport, extra or {}),
         env=shaping,
-        memory=_text(row.get("memory")),
-        graph=row.get("graph") if isinstance(row.get("graph"), bool) else None,
+        memory=_text(row.memory),
+        graph=row.graph if isinstance(row.graph, bool) else None,
     )
 
 
@@ -238,5 +239,6 @@ def judge_frame(
         value = float(values.median())
         if not math.isfinite(value):
             continue
-        out.append((first, judge(value, facts_of(first), table, metric)))
+        facts = facts_of(frame_rows(group.iloc[[0]])[0])
+        out.append((first, judge(value, facts, table, metric)))
     return out

@@ -20,6 +20,7 @@ import yaml
 from gpulane.analysis.reference.judge import facts_of
 from gpulane.analysis.reference.table import METRIC_OF_KIND, Entry, read_table
 from gpulane.errors import InputError
+from gpulane.record import frame_rows, row_value
 
 MIN_SIZE = 1 << 20  # smaller figures are latency, too noisy for a range of their own
 MIN_WIDEN = 0.01
@@ -34,10 +35,9 @@ def entries_from_frame(
     ok = ok[pd.to_numeric(ok["size_bytes"], errors="coerce").fillna(0) >= MIN_SIZE]
     groups: dict[tuple[Any, ...], dict[str, list[float]]] = {}
     facts_by_key = {}
-    for record in ok.to_dict("records"):
-        row = {str(k): v for k, v in record.items()}
-        metric = METRIC_OF_KIND[str(row["kind"])]
-        value = _number(row.get(metric))
+    for row in frame_rows(ok):
+        metric = METRIC_OF_KIND[str(row.kind)]
+        value = _number(row_value(row, metric))
         if value is None:
             continue
         f = facts_of(row)
@@ -47,7 +47,7 @@ def entries_from_frame(
         key: tuple[Any, ...] = (f.gpu, f.path, f.world_size, f.nodes, f.kind, f.op, f.size)
         key += (f.nvls, f.env, f.memory, f.nccl, f.graph)
         facts_by_key[key] = (f, metric)
-        groups.setdefault(key, {}).setdefault(str(row["run_id"]), []).append(value)
+        groups.setdefault(key, {}).setdefault(str(row.run_id), []).append(value)
     out = []
     for key, runs in groups.items():
         f, metric = facts_by_key[key]

@@ -15,7 +15,7 @@ from gpulane.analysis.plots.collectives import panels
 from gpulane.analysis.report.html import details, e, figure, num, section, size_text, table
 from gpulane.analysis.rules import expected_gbps
 from gpulane.analysis.rules.measurement import describe
-from gpulane.analysis.store import records
+from gpulane.record import frame_rows, row_value
 from gpulane.topology.model import Topology
 
 VARIANT = {True: "in-place", False: "out-of-place"}
@@ -80,8 +80,8 @@ def with_line_rates(
     out = frame.copy()
     is_copy = out["kind"] == "copy"
     for i in out.index[is_copy & out["expected_gbps"].isna()]:
-        row = out.loc[i].to_dict()
-        rate, _why = expected_gbps(row, topology_of.get(str(row.get(series))))
+        row = frame_rows(out.loc[[i]])[0]
+        rate, _why = expected_gbps(row, topology_of.get(str(row_value(row, series))))
         if rate is not None:
             out.at[i, "expected_gbps"] = rate
     return out
@@ -99,7 +99,7 @@ def copies_section(
     rows = with_line_rates(rows, series, topology_of or {})
     plots = copy_plots(rows, series, colour_of)
     # solo and all-GPUs-at-once copies of one GPU are two measurements: never one median
-    rows = rows.assign(copied=[describe(r) or "-" for r in records(rows)])
+    rows = rows.assign(copied=[describe(r) or "-" for r in frame_rows(rows)])
     keys = [series, "op", "memory", "bidirectional", "src", "dst", "size_bytes", "copied"]
     data = rows.assign(**{k: rows[k].astype(object).where(rows[k].notna(), "-") for k in keys})
     grouped = data.groupby(keys, sort=False).agg(

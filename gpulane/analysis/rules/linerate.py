@@ -11,33 +11,34 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from gpulane.record import Row
 from gpulane.topology.bandwidth import PCIE_PATHS, host_rate, pair_rate, path_rate
 from gpulane.topology.model import Topology
 from gpulane.topology.paths import nvlink_count, path_label
 
 
-def row_path(row: Mapping[str, Any], topology: Topology | None) -> str | None:
+def row_path(row: Row, topology: Topology | None) -> str | None:
     """The row's own ``path``; else, from the topology, the worst path among all GPUs (a
     collective) or the pair's label (a peer copy)."""
-    path = row.get("path")
+    path = row.path
     if isinstance(path, str) and path:
         return path
     if topology is None:
         return None
-    if row.get("kind") == "collective":
+    if row.kind == "collective":
         return path_label(topology, topology.gpu_names())
-    if row.get("kind") == "copy" and row.get("op") == "p2p":
-        return path_label(topology, [str(row.get("src")), str(row.get("dst"))])
+    if row.kind == "copy" and row.op == "p2p":
+        return path_label(topology, [str(row.src), str(row.dst)])
     return None
 
 
-def expected_gbps(row: Mapping[str, Any], topology: Topology | None) -> tuple[float | None, str]:
+def expected_gbps(row: Row, topology: Topology | None) -> tuple[float | None, str]:
     """The line rate the row's path should reach, and where that figure came from."""
-    given = row.get("expected_gbps")
+    given = row.expected_gbps
     if isinstance(given, (int, float)) and not math.isnan(given) and given > 0:
         return float(given), "expected_gbps of the row"
-    kind, op = row.get("kind"), row.get("op")
-    raw_extra = row.get("extra")
+    kind, op = row.kind, row.op
+    raw_extra = row.extra
     extra: Mapping[str, Any] = raw_extra if isinstance(raw_extra, Mapping) else {}
     if kind == "copy" and op in ("h2d", "d2h") and isinstance(extra.get("gpus"), list):
         # all GPUs at once: what the GPUs' own links could take together
@@ -49,7 +50,7 @@ def expected_gbps(row: Mapping[str, Any], topology: Topology | None) -> tuple[fl
             return total, f"sum of {len(links)} host links"
         return None, "PCIe links of the GPUs copying at once not in the topology"
     if kind == "copy" and op in ("h2d", "d2h"):
-        gpu_name = row.get("dst") if op == "h2d" else row.get("src")
+        gpu_name = row.dst if op == "h2d" else row.src
         rate = host_rate(topology, str(gpu_name)) if topology is not None else None
         if rate is not None:
             return rate.gbps, rate.label
@@ -57,12 +58,12 @@ def expected_gbps(row: Mapping[str, Any], topology: Topology | None) -> tuple[fl
     label = row_path(row, topology)
     if label is None:
         return None, "path unknown"
-    if topology is not None and kind == "copy" and row.get("peer_access") is False:
-        staged = pair_rate(topology, str(row.get("src")), str(row.get("dst")), False)
+    if topology is not None and kind == "copy" and row.peer_access is False:
+        staged = pair_rate(topology, str(row.src), str(row.dst), False)
         if staged is not None:
             return staged.gbps, staged.label
         return None, "staged copy: PCIe links of the GPUs not in the topology"
-    gpus = [str(row.get("src")), str(row.get("dst"))] if kind == "copy" else None
+    gpus = [str(row.src), str(row.dst)] if kind == "copy" else None
     if topology is not None and gpus is None:
         gpus = topology.gpu_names()
     rate = path_rate(topology, gpus or [], label)

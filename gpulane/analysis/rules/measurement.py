@@ -26,7 +26,8 @@ from typing import Any
 
 import pandas as pd
 
-from gpulane.analysis.store import FIGURE_KEYS, records
+from gpulane.analysis.store import FIGURE_KEYS
+from gpulane.record import Row, frame_rows, row_value
 
 SOLO, CONCURRENT, AGGREGATE = "solo", "concurrent", "aggregate"
 MODES = (SOLO, CONCURRENT, AGGREGATE)
@@ -42,8 +43,8 @@ _MORE_KEYS: dict[str, tuple[str, ...]] = {
 }
 
 
-def _extra(rec: Mapping[str, Any]) -> Mapping[str, Any]:
-    extra = rec.get("extra")
+def _extra(rec: Row) -> Mapping[str, Any]:
+    extra = rec.extra
     return extra if isinstance(extra, Mapping) else {}
 
 
@@ -57,19 +58,19 @@ def _int(value: Any) -> int | None:
     return None if math.isnan(number) else int(number)
 
 
-def copy_mode(rec: Mapping[str, Any]) -> str | None:
+def copy_mode(rec: Row) -> str | None:
     """solo, concurrent or aggregate for a copy row; None for other kinds."""
-    if rec.get("kind") != "copy":
+    if rec.kind != "copy":
         return None
     extra = _extra(rec)
-    if extra.get("aggregate") or "all" in (rec.get("src"), rec.get("dst")):
+    if extra.get("aggregate") or "all" in (rec.src, rec.dst):
         return AGGREGATE
     if extra.get("test") == "all-gpus" or (_int(extra.get("concurrent")) or 1) > 1:
         return CONCURRENT
     return SOLO
 
 
-def concurrency(rec: Mapping[str, Any]) -> int:
+def concurrency(rec: Row) -> int:
     """How many GPUs copied at the same time as this row measured (1 for a solo copy)."""
     mode = copy_mode(rec)
     if mode is None or mode == SOLO:
@@ -79,17 +80,17 @@ def concurrency(rec: Mapping[str, Any]) -> int:
     return (
         _int(extra.get("concurrent"))
         or (len(gpus) if isinstance(gpus, list) and gpus else None)
-        or _int(rec.get("world_size"))
+        or _int(rec.world_size)
         or 1
     )
 
 
-def virtual(rec: Mapping[str, Any], name: str) -> Any:
+def virtual(rec: Row, name: str) -> Any:
     """A row property that is not a column (see VIRTUAL_COLUMNS)."""
     if name == "mode":
         return copy_mode(rec)
     if name == "concurrent":
-        return concurrency(rec) if rec.get("kind") == "copy" else None
+        return concurrency(rec) if rec.kind == "copy" else None
     if name == "test":
         return _extra(rec).get("test")
     if name == "hosts":  # where the ranks ran (a campaign's pairs, rings, ...)
@@ -111,21 +112,21 @@ def _text(value: Any) -> str:
     return str(value)
 
 
-def measurement_key(rec: Mapping[str, Any]) -> tuple[str, ...]:
+def measurement_key(rec: Row) -> tuple[str, ...]:
     """The key under which rows are repeats of one measurement (see the module text)."""
-    kind = str(rec.get("kind"))
+    kind = str(rec.kind)
     out = [kind]
     for name in (*FIGURE_KEYS.get(kind, ()), *_MORE_KEYS.get(kind, ())):
-        value = virtual(rec, name) if name in _VIRTUAL_KEYS else rec.get(name)
+        value = virtual(rec, name) if name in _VIRTUAL_KEYS else row_value(rec, name)
         out.append(f"{name}={_text(value)}")
     return tuple(out)
 
 
 def measurement_keys(frame: pd.DataFrame) -> list[tuple[str, ...]]:
-    return [measurement_key(r) for r in records(frame)]
+    return [measurement_key(r) for r in frame_rows(frame)]
 
 
-def describe(rec: Mapping[str, Any]) -> str:
+def describe(rec: Row) -> str:
     """A few words for what was measured beyond the figure label: ``solo``,
     ``4 GPUs at once``, ``total of 4 GPUs at once``; empty for other kinds."""
     mode = copy_mode(rec)
@@ -138,10 +139,10 @@ def describe(rec: Mapping[str, Any]) -> str:
     return ""
 
 
-def shown_figure(rec: Mapping[str, Any]) -> str:
+def shown_figure(rec: Row) -> str:
     """The row's figure label, with the measurement named when it is not a solo copy
     (``h2d pinned 1 GiB (one GPU's share, 4 GPUs at once)``): what a check line and a
     plot's mark call it, so that the two measurements are never taken for each other."""
-    fig = str(rec.get("figure"))
+    fig = str(row_value(rec, "figure"))
     mode = copy_mode(rec)
     return f"{fig} ({describe(rec)})" if mode in (CONCURRENT, AGGREGATE) else fig

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Mapping
-from typing import Any
 
 from gpulane.analysis.rules.measurement import shown_figure
 from gpulane.analysis.rules.model import FAIL, PASS, Check, fmt, pct
+from gpulane.record import Row, row_value
 
 # (figure key, subject) -> the rows of that figure and subject
-Cells = dict[tuple[tuple[str, ...], str], list[dict[str, Any]]]
+Cells = dict[tuple[tuple[str, ...], str], list[Row]]
 
 
 def is_outlier(margin: float, fraction: float) -> bool:
@@ -24,7 +24,7 @@ def is_outlier(margin: float, fraction: float) -> bool:
 
 def outliers(
     rule_id: str,
-    cells: Mapping[tuple[tuple[str, ...], str], list[dict[str, Any]]],
+    cells: Mapping[tuple[tuple[str, ...], str], list[Row]],
     metric: str,
     unit: str,
     fraction: float,
@@ -40,7 +40,7 @@ def outliers(
         same = tuple(k for k in fkey if not k.startswith("hosts="))
         key = (*same, subject.split("/", 1)[0] if multi_build else "")
         by_figure.setdefault(key, {})[subject] = float(
-            statistics.median(float(r[metric]) for r in recs)
+            statistics.median(float(row_value(r, metric)) for r in recs)
         )
         figures[key] = shown_figure(recs[0])
     worst: dict[str, Check] = {}

@@ -18,8 +18,8 @@ import pandas as pd
 
 from gpulane.analysis.rules.linerate import row_path
 from gpulane.analysis.rules.measurement import SOLO, VIRTUAL_COLUMNS, copy_mode, virtual
-from gpulane.analysis.store import records
 from gpulane.errors import InputError
+from gpulane.record import Row, frame_rows
 from gpulane.topology.model import Topology
 from gpulane.units import parse_size
 
@@ -64,7 +64,7 @@ def select_rows(
             rows = rows.loc[rows[key].map(lambda v, p=pats: matches(v, p)).astype(bool)]
         elif key in VIRTUAL_COLUMNS or key.startswith("extra."):
             pats = values(want)
-            keep = [matches(_property(r, key), pats) for r in records(rows)]
+            keep = [matches(_property(r, key), pats) for r in frame_rows(rows)]
             rows = rows.loc[pd.Series(keep, index=rows.index, dtype=bool)]
         else:
             raise InputError(f"select: {key!r} is not a row column")
@@ -73,9 +73,9 @@ def select_rows(
     return rows
 
 
-def _property(rec: Mapping[str, Any], key: str) -> Any:
+def _property(rec: Row, key: str) -> Any:
     if key.startswith("extra."):
-        extra = rec.get("extra")
+        extra = rec.extra
         return extra.get(key[len("extra.") :]) if isinstance(extra, Mapping) else None
     return virtual(rec, key)
 
@@ -84,7 +84,7 @@ def solo_unless_named(rows: pd.DataFrame, select: Mapping[str, Any]) -> pd.DataF
     """Copy rows other than solo ones are dropped unless ``select`` names ``mode``."""
     if "mode" in select or rows.empty or not (rows["kind"] == "copy").any():
         return rows
-    keep = [r.get("kind") != "copy" or copy_mode(r) == SOLO for r in records(rows)]
+    keep = [r.kind != "copy" or copy_mode(r) == SOLO for r in frame_rows(rows)]
     return rows.loc[pd.Series(keep, index=rows.index, dtype=bool)]
 
 
@@ -97,6 +97,6 @@ def applicable(
     paths = rule.get("paths")
     if paths and len(rows):
         pats = values(paths)
-        keep = [matches(row_path(r, topology), pats) for r in records(rows)]
+        keep = [matches(row_path(r, topology), pats) for r in frame_rows(rows)]
         rows = rows.loc[pd.Series(keep, index=rows.index, dtype=bool)]
     return rows

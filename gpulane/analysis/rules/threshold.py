@@ -22,8 +22,9 @@ from gpulane.analysis.rules.model import FAIL, PASS, SKIP, Check, Context, fmt, 
 from gpulane.analysis.rules.outliers import Cells, outliers
 from gpulane.analysis.rules.select import applicable, values
 from gpulane.analysis.rules.subjects import subject_of
-from gpulane.analysis.store import METRIC_UNITS, records
+from gpulane.analysis.store import METRIC_UNITS
 from gpulane.errors import InputError
+from gpulane.record import Row, frame_rows, row_value
 
 BaselineIndex = dict[tuple[tuple[str, ...], str], float]
 
@@ -74,7 +75,7 @@ def _threshold_rule(
         )
         return [Check(rule_id, status, "rows", "-", why, unit=unit)]
     per = str(rule.get("per", "auto"))
-    recs_all = records(rows)
+    recs_all = frame_rows(rows)
     cells: Cells = {}
     for rec in recs_all:
         subject = subject_of(rec, per, ctx.multi_host, ctx.multi_build)
@@ -123,7 +124,7 @@ def _cell_check(
     amount: float,
     key: tuple[str, ...],
     subject: str,
-    recs: list[dict[str, Any]],
+    recs: list[Row],
     metric: str,
     unit: str,
     is_min: bool,
@@ -131,7 +132,7 @@ def _cell_check(
     base_index: BaselineIndex | None,
 ) -> Check:
     """One figure of one subject against one basis."""
-    value = float(statistics.median(float(r[metric]) for r in recs))
+    value = float(statistics.median(float(row_value(r, metric)) for r in recs))
     # the words say which measurement it was when it is not a solo copy
     fig = shown = shown_figure(recs[0])
     if basis == "absolute":
@@ -202,9 +203,9 @@ def _baseline_index(
     if rows.empty:
         return index
     groups: dict[tuple[tuple[str, ...], str], list[float]] = {}
-    for rec in records(rows):
+    for rec in frame_rows(rows):
         key = measurement_key(rec)
-        value = float(rec[metric])
+        value = float(row_value(rec, metric))
         groups.setdefault((key, subject_of(rec, per, multi_host)), []).append(value)
         groups.setdefault((key, "*"), []).append(value)
     return {k: float(statistics.median(v)) for k, v in groups.items()}

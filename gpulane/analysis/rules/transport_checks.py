@@ -17,7 +17,7 @@ from typing import Any
 
 from gpulane.analysis.rules.model import FAIL, PASS, SKIP, Check, Context
 from gpulane.analysis.rules.select import select_rows
-from gpulane.analysis.store import records
+from gpulane.record import Row, frame_rows
 from gpulane.topology.model import Gpu, Pair, Topology, same_device
 from gpulane.topology.nccl_logs import gpu_order
 from gpulane.topology.paths import PCIE_LABELS, best_label, is_label, nvlink_count
@@ -29,13 +29,13 @@ _TRUE = ("1", "true", "yes", "on")
 
 def check_nccl_transport(rule_id: str, rule: Mapping[str, Any], ctx: Context) -> list[Check]:
     rows = select_rows(ctx.frame, rule.get("select") or {})
-    runs: dict[str, dict[str, Any]] = {}
-    for rec in records(rows):
-        extra = rec.get("extra") if isinstance(rec.get("extra"), dict) else {}
+    runs: dict[str, Row] = {}
+    for rec in frame_rows(rows):
+        extra = rec.extra if isinstance(rec.extra, dict) else {}
         nccl = extra.get("nccl") if isinstance(extra, dict) else None
         if not isinstance(nccl, dict) or not nccl.get("transport"):
             continue
-        key = f"{rec.get('build')}/{rec.get('run_id')}"
+        key = f"{rec.build}/{rec.run_id}"
         runs[key] = rec  # the last row of a run: its account is the most complete
     if not runs:
         status = FAIL if rule.get("required") else SKIP
@@ -47,9 +47,9 @@ def check_nccl_transport(rule_id: str, rule: Mapping[str, Any], ctx: Context) ->
     return out or [Check(rule_id, SKIP, "rows", "-", "NCCL logged no connection")]
 
 
-def _run_checks(rule_id: str, rec: Mapping[str, Any], ctx: Context) -> list[Check]:
-    nccl: dict[str, Any] = rec["extra"]["nccl"]
-    raw_env = rec.get("env")
+def _run_checks(rule_id: str, rec: Row, ctx: Context) -> list[Check]:
+    nccl: dict[str, Any] = rec.extra["nccl"]
+    raw_env = rec.env
     env: dict[str, Any] = raw_env if isinstance(raw_env, dict) else {}
     pairs, nets = list(nccl.get("pairs") or []), list(nccl.get("net") or [])
     one_host = _one_host_pairs(rec, nets)
@@ -68,7 +68,7 @@ def _run_checks(rule_id: str, rec: Mapping[str, Any], ctx: Context) -> list[Chec
     return out
 
 
-def _one_host_pairs(rec: Mapping[str, Any], nets: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def _one_host_pairs(rec: Row, nets: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """NCCL's network connections between GPUs of one host, as pairs of those GPUs.
 
     With P2P and SHM both off NCCL 2.28.9 makes each rank of one host its own node
@@ -77,7 +77,7 @@ def _one_host_pairs(rec: Mapping[str, Any], nets: list[Mapping[str, Any]]) -> li
     the sweep found them) say whether they are one host. NET lines name the local GPU only,
     so the GPUs are paired in order: NCCL's ring joins neighbours, all over the same transport.
     """
-    extra = rec.get("extra")
+    extra = rec.extra
     hosts = extra.get("hosts") if isinstance(extra, Mapping) else None
     if not nets or not isinstance(hosts, list) or len(hosts) != 1:
         return []
@@ -92,9 +92,9 @@ def _one_host_pairs(rec: Mapping[str, Any], nets: list[Mapping[str, Any]]) -> li
     ]
 
 
-def _subject(rec: Mapping[str, Any], name: str, host: Any, ctx: Context, multi_host: bool) -> str:
+def _subject(rec: Row, name: str, host: Any, ctx: Context, multi_host: bool) -> str:
     text = f"{host}:{name}" if multi_host and host else name
-    return f"{rec.get('build')}/{text}" if ctx.multi_build else text
+    return f"{rec.build}/{text}" if ctx.multi_build else text
 
 
 def find_gpu(topo: Topology | None, name: str) -> Gpu | None:
@@ -107,17 +107,15 @@ def find_gpu(topo: Topology | None, name: str) -> Gpu | None:
     return next((g for g in topo.gpus if g.bus_id and same_device(g.bus_id, name)), None)
 
 
-def _path(
-    a: str, b: str, rec: Mapping[str, Any], topo: Topology | None
-) -> tuple[str | None, Pair | None]:
+def _path(a: str, b: str, rec: Row, topo: Topology | None) -> tuple[str | None, Pair | None]:
     ga, gb = find_gpu(topo, a), find_gpu(topo, b)
     if topo is not None and ga is not None and gb is not None:
         pair = topo.pair(ga.name, gb.name)
         if pair is not None and pair.label:
             return pair.label, pair
     # Without the pair in a topology, a two-GPU run's own path label is the pair's.
-    path = rec.get("path")
-    if isinstance(path, str) and is_label(path) and rec.get("world_size") == 2:
+    path = rec.path
+    if isinstance(path, str) and is_label(path) and rec.world_size == 2:
         return path, None
     return None, None
 
@@ -136,7 +134,7 @@ def _pair_check(
     rule_id: str,
     subject: str,
     pair: Mapping[str, Any],
-    rec: Mapping[str, Any],
+    rec: Row,
     nccl: Mapping[str, Any],
     env: Mapping[str, Any],
     ctx: Context,

@@ -25,7 +25,8 @@ from gpulane.analysis.trace.read import read_trace
 from gpulane.analysis.trace.rows import trace_rows
 from gpulane.analysis.trace.summary import Summary, summarize
 from gpulane.errors import GpulaneError, InputError, print_error
-from gpulane.record import RowWriter, new_run_id, write_parquet
+from gpulane.parquet_rows import write_parquet
+from gpulane.record import RowWriter, new_run_id
 
 
 @dataclass

@@ -20,7 +20,8 @@ from gpulane.analysis.store import (
 )
 from gpulane.campaigns.accept.suite import probe_live_topology
 from gpulane.errors import InputError
-from gpulane.record import RowWriter, write_parquet
+from gpulane.parquet_rows import write_parquet
+from gpulane.record import RowWriter
 from gpulane.rundir import RunDir
 from gpulane.topology.model import Topology
 
@@ -110,9 +111,10 @@ def store_baseline(
                 for row in read_rows(run.rows_path):
                     w.write(row)
             elif run.parquet_path.exists():
-                from gpulane.record import read_parquet
+                from gpulane.parquet_rows import read_parquet
+                from gpulane.record import frame_rows
 
-                for row in read_parquet(run.parquet_path).to_dict("records"):
+                for row in frame_rows(read_parquet(run.parquet_path)):
                     w.write(row)
     write_parquet(tmp)
     if topology is not None:

@@ -11,6 +11,7 @@ from gpulane.collectives.nccl_tests.outcome import for_table
 from gpulane.collectives.nccl_tests.rows import rows_from_runs
 from gpulane.collectives.nccl_tests.text import parse_text
 from gpulane.errors import ParseError
+from gpulane.record import Row
 
 
 @dataclass
@@ -21,7 +22,7 @@ class LiveRows:
     text: list[str] = field(default_factory=list)
     shown: int = 0
 
-    def feed(self, line: str) -> tuple[list[dict[str, Any]], list[str]]:
+    def feed(self, line: str) -> tuple[list[Row], list[str]]:
         """(new measured rows as the table shows them, lines worth showing now)."""
         self.text.append(line)
         stripped = line.strip()

@@ -5,6 +5,7 @@ asked for) as error rows a user can act on. Pure: the session runs the binary.""
 
 from __future__ import annotations
 
+import dataclasses
 import shlex
 import signal
 from dataclasses import dataclass, field
@@ -64,13 +65,12 @@ def describe_exit(code: int | None) -> str:
     return f"exited with status {code}" + (f" ({meaning})" if meaning else "")
 
 
-def for_table(row: Row) -> dict[str, Any]:
+def for_table(row: Row) -> Row:
     """A row as the sweep table prints it (fields an old log leaves empty shown as nccl-tests did)."""
-    data = row.to_dict()
-    for key, blank in (("count", 0), ("dtype", "?"), ("redop", "none"), ("size_bytes", 0)):
-        if data.get(key) is None:
-            data[key] = blank
-    return data
+    blanks: dict[str, Any] = {"count": 0, "dtype": "?", "redop": "none", "size_bytes": 0}
+    return dataclasses.replace(
+        row, **{key: blank for key, blank in blanks.items() if getattr(row, key) is None}
+    )
 
 
 def rows_of_outcome(

@@ -16,7 +16,7 @@ from typing import Any
 
 from gpulane.errors import GpulaneError, InputError, ParseError
 from gpulane.preflight import PREFLIGHT_FILE
-from gpulane.record import read_rows
+from gpulane.record import Row, read_all_rows
 from gpulane.rundir import rows_files_under
 from gpulane.textio import clean_lines, guess_kind, read_text
 from gpulane.topology.evidence.acs import PciFunction, parse_acs
@@ -75,7 +75,7 @@ class Evidence:
     xids: list[Xid] | None = None
     env: dict[str, str] = field(default_factory=dict)  # NCCL_* settings and where they came from
     env_from: dict[str, str] = field(default_factory=dict)
-    rows: list[dict[str, Any]] | None = None
+    rows: list[Row] | None = None
     # NCCL_* each run was asked to set (its preset, env.*): run id -> variable -> (value, how)
     run_asked: dict[str, dict[str, tuple[str, str]]] = field(default_factory=dict)
     preflight: list[dict[str, Any]] | None = None
@@ -397,7 +397,7 @@ def add_run(ev: Evidence, run_dir: str) -> None:
         raise InputError(f"--run {run_dir}: no such run directory or rows file")
     ev.run_dir = str(path)
     rows_files = rows_files_under(path)
-    ev.rows = [r for f in rows_files for r in read_rows(f)]
+    ev.rows = [r for f in rows_files for r in read_all_rows(f)]
     if ev.rows:
         ev.got("rows", f"{run_dir} ({len(ev.rows)} rows)")
     else:

@@ -144,12 +144,12 @@ def test_the_rule_on_the_rows_as_recorded_and_as_read_again():
     extra.nccl lists GPU0 and GPU1 under `net`. The rule pairs them (the rows' hosts say one
     host); NCCL's files read again give the pair itself. Both: one FAIL on GPU0-GPU1."""
     rows = list(read_rows(_run("socket") / "rows.jsonl"))
-    recorded = rows[-1]["extra"]["nccl"]
+    recorded = rows[-1].extra["nccl"]
     assert recorded["pairs"] == [] and [n["gpu"] for n in recorded["net"]] == ["GPU0", "GPU1"]
     again = summary(read_nccl_files(sorted((_run("socket") / "nccl").glob("*.log"))))
     for nccl in (recorded, again):
         for r in rows:
-            r["extra"]["nccl"] = nccl
+            r.extra["nccl"] = nccl
         v = evaluate(frame_from_rows(rows), rule_set(), h200_topology())
         (c,) = [c for c in v.checks if c.rule == "nccl_transport_matches_path"]
         assert (c.status, c.subject) == (FAIL, "GPU0-GPU1")

@@ -64,7 +64,7 @@ def row(
     nccl: str | None = "2.28.9",
     run: str = "r1",
     build: str = "b",
-) -> dict[str, Any]:
+) -> Row:
     versions = {"nccl": nccl} if nccl else {}
     if gpu:
         versions["gpu"] = gpu
@@ -81,11 +81,11 @@ def row(
         path=path,
         env={"NCCL_NVLS_ENABLE": "0"} if env is None else env,
         versions=versions,
-    ).to_dict()
+    )
 
 
-def verdict(r: dict[str, Any], table: ReferenceTable) -> Any:
-    return judge(r["busbw_gbps"], facts_of(r), table, "busbw_gbps")
+def verdict(r: Row, table: ReferenceTable) -> Any:
+    return judge(r.busbw_gbps, facts_of(r), table, "busbw_gbps")
 
 
 def test_normal_below_above_for_the_same_machine(table: ReferenceTable) -> None:

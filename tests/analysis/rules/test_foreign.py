@@ -6,30 +6,33 @@ import pytest
 
 from gpulane.analysis.rules import FAIL, PASS, SKIP, evaluate
 from gpulane.analysis.store import frame_from_rows
+from gpulane.record import Row
 
 RULES = {"checks": {"no_foreign_work": {"check": "no_foreign"}}}
 WORDS = "GPU2 runs pid 1967 (python3, 100 %, 1.9 GiB)"
 
 
-def rows(gpus: int, busy: dict[str, str] | None, backend: str = "torch-nccl") -> list[dict]:
+def rows(gpus: int, busy: dict[str, str] | None, backend: str = "torch-nccl") -> list[Row]:
     extra = {"foreign": busy} if busy is not None else {}
     return [
-        {
-            "run_id": "r",
-            "kind": "collective",
-            "backend": backend,
-            "op": "all_reduce",
-            "host": "vm",
-            "world_size": gpus,
-            "size_bytes": 1 << 30,
-            "busbw_gbps": 300.0,
-            "status": "ok",
-            "extra": extra,
-        }
+        Row.from_dict(
+            {
+                "run_id": "r",
+                "kind": "collective",
+                "backend": backend,
+                "op": "all_reduce",
+                "host": "vm",
+                "world_size": gpus,
+                "size_bytes": 1 << 30,
+                "busbw_gbps": 300.0,
+                "status": "ok",
+                "extra": extra,
+            }
+        )
     ]
 
 
-def lines(frame_rows: list[dict]):
+def lines(frame_rows: list[Row]):
     v = evaluate(frame_from_rows(frame_rows), RULES, None, None)
     return [(c.status, c.subject, c.message) for c in v.checks if c.rule == "no_foreign_work"]
 
@@ -51,7 +54,7 @@ def test_each_busy_gpu_fails_with_its_process(gpus: int) -> None:
 def test_mixed_machines_name_the_host() -> None:
     a = rows(4, {"GPU2": WORDS})
     b = rows(8, {})
-    b[0]["host"] = "other"
+    b[0].host = "other"
     got = lines(a + b)
     assert [(s, subj) for s, subj, _ in got] == [(FAIL, "vm:GPU2")]
 

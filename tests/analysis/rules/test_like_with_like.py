@@ -10,8 +10,8 @@ import pytest
 
 from gpulane.analysis.rules import FAIL, PASS, SKIP, evaluate
 from gpulane.analysis.rules.measurement import copy_mode, measurement_key
-from gpulane.analysis.store import frame_from_rows, records
-from gpulane.record import Row
+from gpulane.analysis.store import frame_from_rows
+from gpulane.record import Row, frame_rows
 from tests.analysis.rules.rule_sets import rule_set
 from tests.analysis.rules.synthetic import (
     GEN5_X16,
@@ -114,7 +114,7 @@ def test_repeats_are_combined_other_measurements_never() -> None:
     assert c.value == pytest.approx(56.0) and c.status == PASS
     # the solo row and the same GPU's all-at-once share are two measurements
     frame = frame_from_rows(rows)
-    at_1g = [r for r in records(frame) if r["dst"] == "GPU0" and r["size_bytes"] == GIB]
+    at_1g = [r for r in frame_rows(frame) if r.dst == "GPU0" and r.size_bytes == GIB]
     keys = {copy_mode(r): measurement_key(r) for r in at_1g}
     assert set(keys) == {"solo", "concurrent"} and keys["solo"] != keys["concurrent"]
     assert len({measurement_key(r) for r in at_1g if copy_mode(r) == "solo"}) == 1
@@ -190,7 +190,7 @@ def test_collectives_on_other_hosts_or_paths_are_judged_apart() -> None:
     # the median of the three (45) would pass; the pair with c is its own measurement
     assert c.status == FAIL and c.value == pytest.approx(10.0) and c.subject == "a"
     frame = frame_from_rows(collectives(2, path="NV18") + collectives(2, path="PIX"))
-    keys = {measurement_key(r) for r in records(frame) if r["size_bytes"] == GIB}
+    keys = {measurement_key(r) for r in frame_rows(frame) if r.size_bytes == GIB}
     assert len(keys) == 4  # two ops x two paths
 
 
@@ -200,7 +200,7 @@ def test_latency_copies_are_not_bandwidth_repeats() -> None:
     for r in lat:
         r.extra = {"test": "latency"}
     frame = frame_from_rows(rows + lat)
-    keys = {measurement_key(r) for r in records(frame)}
+    keys = {measurement_key(r) for r in frame_rows(frame)}
     assert len(keys) == 2
 
 

@@ -4,22 +4,21 @@ apart)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from gpulane.analysis.rules.measurement import measurement_key
 from gpulane.analysis.rules.model import FAIL
 from gpulane.analysis.rules.outliers import outliers
+from gpulane.record import Row, row_of
 
 
-def _row(a: str, b: str, busbw: float) -> dict[str, Any]:
-    return {
+def _row(a: str, b: str, busbw: float) -> Row:
+    return row_of({
         "kind": "collective", "op": "all_reduce", "dtype": "float", "redop": "sum",
         "root": -1, "in_place": True, "size_bytes": 1 << 20, "count": 1 << 18,
         "world_size": 2, "nodes": 2, "backend": "torch-gloo", "path": "NET",
         "busbw_gbps": busbw, "extra": {"hosts": [a, b]},
-    }  # fmt: skip
+    })  # fmt: skip
 
 
 @pytest.mark.parametrize("n", [3, 4, 8])

@@ -15,7 +15,8 @@ from gpulane.collectives.nccl_tests import importer
 from gpulane.collectives.nccl_tests.logs import rows_from_file
 from gpulane.commands.parse import main as front
 from gpulane.errors import InputError, ParseError
-from gpulane.record import Row, read_parquet, read_rows
+from gpulane.parquet_rows import read_parquet
+from gpulane.record import Row, read_rows
 from tests.collectives.nccl_tests.common import MPI_REAL, data_lines, errors, measured
 from tests.conftest import fixture_path
 from tests.helpers import gpulane
@@ -177,10 +178,10 @@ def test_out_dir_rows_and_parquet(tmp_path: Path) -> None:
     assert len(lines) == 5 * 62
     rows = list(read_rows(out / "rows.jsonl"))  # joined with the run's facts again
     frame = read_parquet(out / "rows.parquet")
-    assert len(frame) == len(rows) and list(frame["size_bytes"]) == [r["size_bytes"] for r in rows]
+    assert len(frame) == len(rows) and list(frame["size_bytes"]) == [r.size_bytes for r in rows]
     assert frame["extra"][0]["nccl_tests"]["test_index"] == 0
-    assert [r["extra"]["nccl_tests"]["test_index"] for r in rows[::62]] == [0, 1, 2, 3, 4]
-    assert list(frame["extra"]) == [r["extra"] for r in rows]
+    assert [r.extra["nccl_tests"]["test_index"] for r in rows[::62]] == [0, 1, 2, 3, 4]
+    assert list(frame["extra"]) == [r.extra for r in rows]
     # The facts of each test once, not on every line.
     assert len((out / "facts.jsonl").read_text().splitlines()) == 5
     assert all("nccl_tests" not in ln for ln in lines)

@@ -28,7 +28,7 @@ from gpulane.collectives.plan import build_plan
 from gpulane.config.commands import SweepConfig
 from gpulane.config.load import typed
 from gpulane.errors import InputError, MissingComponent
-from gpulane.record import read_parquet
+from gpulane.parquet_rows import read_parquet
 from gpulane.rundir import RunDir
 from gpulane.session.nccl_tests import run_nccl_tests
 from gpulane.session.prepare import prepare
@@ -302,18 +302,16 @@ def test_run_reads_the_json_and_keeps_the_log(tmp_path: Path) -> None:
         "-d", "float", "-o", "sum", "-J", str(run.path / "nccl-tests-all_reduce-float.json"),
     ]  # fmt: skip
     rows = run.rows()
-    assert len(rows) == 62 and all(r["status"] == "ok" for r in rows)
+    assert len(rows) == 62 and all(r.status == "ok" for r in rows)
     first = rows[0]
-    assert first["time_us"] == pytest.approx(19.11805)  # full precision from -J
-    assert first["busbw_gbps"] == pytest.approx(0.000418)
-    assert (first["run_id"], first["build"], first["source"]) == ("r1", "test", "measured")
-    assert first["backend"] == "nccl-tests" and first["world_size"] == 2
-    assert first["env"]["NCCL_P2P_DISABLE"] == "1"
-    assert first["extra"]["json"] == "nccl-tests-all_reduce-float.json"
-    assert first["extra"]["requested_bytes"] == 8 and rows[-1]["extra"]["requested_bytes"] == (
-        8589934592
-    )
-    assert first["versions"]["nccl_tests"] == "2.19.6" and first["versions"]["nccl"] == "2.28.3"
+    assert first.time_us == pytest.approx(19.11805)  # full precision from -J
+    assert first.busbw_gbps == pytest.approx(0.000418)
+    assert (first.run_id, first.build, first.source) == ("r1", "test", "measured")
+    assert first.backend == "nccl-tests" and first.world_size == 2
+    assert first.env["NCCL_P2P_DISABLE"] == "1"
+    assert first.extra["json"] == "nccl-tests-all_reduce-float.json"
+    assert first.extra["requested_bytes"] == 8 and rows[-1].extra["requested_bytes"] == (8589934592)
+    assert first.versions["nccl_tests"] == "2.19.6" and first.versions["nccl"] == "2.28.3"
     log = (run.path / "nccl-tests-all_reduce-float.log").read_text()
     assert log.startswith("# gpulane: ") and "# Avg bus bandwidth    : 110.807" in log
     assert len(read_parquet(run.path / "rows.parquet")) == 62
@@ -327,8 +325,8 @@ def test_text_only_binary_and_placement_filter(tmp_path: Path) -> None:
     assert run_nccl_tests(prepare(make_cfg(home, in_place="false")), run, {}) == 0
     assert "-J" not in calls(home)[-1]
     rows = run.rows()
-    assert len(rows) == 31 and {r["in_place"] for r in rows} == {False}
-    assert rows[0]["time_us"] == 19.12 and rows[-1]["time_us"] == 24869.3
+    assert len(rows) == 31 and {r.in_place for r in rows} == {False}
+    assert rows[0].time_us == 19.12 and rows[-1].time_us == 24869.3
 
 
 def test_use_json_true_needs_support(tmp_path: Path) -> None:
@@ -357,12 +355,12 @@ def test_nccl_failure_exit_status_keeps_earlier_rows(tmp_path: Path) -> None:
     run = run_dir(tmp_path)
     assert run_nccl_tests(prepare(make_cfg(home)), run, {}) == 1
     rows = run.rows()
-    ok = [r for r in rows if r["status"] == "ok"]
-    bad = [r for r in rows if r["status"] != "ok"]
+    ok = [r for r in rows if r.status == "ok"]
+    bad = [r for r in rows if r.status != "ok"]
     assert len(ok) == 2 * 17 and len(bad) == 1
-    assert bad[0]["size_bytes"] == 1048576 and bad[0]["in_place"] is False
-    assert "all_reduce_perf failed at 1048576 B out-of-place" in bad[0]["error"]
-    assert "socket timeout" in bad[0]["error"]
+    assert bad[0].size_bytes == 1048576 and bad[0].in_place is False
+    assert "all_reduce_perf failed at 1048576 B out-of-place" in bad[0].error
+    assert "socket timeout" in bad[0].error
 
 
 def test_wrong_results_are_error_rows(tmp_path: Path) -> None:
@@ -377,10 +375,10 @@ def test_wrong_results_are_error_rows(tmp_path: Path) -> None:
     run = run_dir(tmp_path)
     cfg = make_cfg(home, collectives=["all_gather"], world_size=12)
     assert run_nccl_tests(prepare(cfg), run, {}) == 1
-    bad = [r for r in run.rows() if r["status"] != "ok"]
-    assert [(r["size_bytes"], r["wrong"]) for r in bad] == [
+    bad = [r for r in run.rows() if r.status != "ok"]
+    assert [(r.size_bytes, r.wrong) for r in bad] == [
         (4294967280, 1), (4294967280, 1), (8589934560, 1), (8589934560, 1)]  # fmt: skip
-    assert all("out of bounds" in r["error"] for r in bad)
+    assert all("out of bounds" in r.error for r in bad)
 
 
 def test_binary_that_cannot_start(tmp_path: Path) -> None:
@@ -396,9 +394,9 @@ def test_binary_that_cannot_start(tmp_path: Path) -> None:
     run = run_dir(tmp_path)
     assert run_nccl_tests(prepare(make_cfg(home)), run, {}) == 1
     (row,) = run.rows()
-    assert row["status"] == "error" and row["op"] == "all_reduce"
-    assert "exited with status 127 before printing an nccl-tests table" in row["error"]
-    assert "libnccl.so.2: cannot open shared object file" in row["error"]
+    assert row.status == "error" and row.op == "all_reduce"
+    assert "exited with status 127 before printing an nccl-tests table" in row.error
+    assert "libnccl.so.2: cannot open shared object file" in row.error
 
 
 def test_hang_is_ended_after_timeout(tmp_path: Path) -> None:
@@ -408,10 +406,10 @@ def test_hang_is_ended_after_timeout(tmp_path: Path) -> None:
     run = run_dir(tmp_path)
     assert run_nccl_tests(prepare(make_cfg(home, timeout_s=1)), run, {}) == 1
     rows = run.rows()
-    assert len([r for r in rows if r["status"] == "ok"]) == 2 * 9
-    (bad,) = [r for r in rows if r["status"] != "ok"]
-    assert "timed out" in bad["error"] and "printed nothing for 1 s" in bad["error"]
-    assert bad["extra"]["event"] == "timeout"
+    assert len([r for r in rows if r.status == "ok"]) == 2 * 9
+    (bad,) = [r for r in rows if r.status != "ok"]
+    assert "timed out" in bad.error and "printed nothing for 1 s" in bad.error
+    assert bad.extra["event"] == "timeout"
 
 
 def test_killed_by_a_signal(tmp_path: Path) -> None:
@@ -420,9 +418,9 @@ def test_killed_by_a_signal(tmp_path: Path) -> None:
              help=HELP_TEXT_ONLY, cut_before="4096", signal="SIGSEGV")  # fmt: skip
     run = run_dir(tmp_path)
     assert run_nccl_tests(prepare(make_cfg(home)), run, {}) == 1
-    (bad,) = [r for r in run.rows() if r["status"] != "ok"]
-    assert "was killed by SIGSEGV" in bad["error"]
-    assert bad["size_bytes"] is None or bad["size_bytes"] == 4096
+    (bad,) = [r for r in run.rows() if r.status != "ok"]
+    assert "was killed by SIGSEGV" in bad.error
+    assert bad.size_bytes is None or bad.size_bytes == 4096
 
 
 def test_under_mpirun_one_rank_per_gpu(tmp_path: Path) -> None:
@@ -443,8 +441,8 @@ def test_under_mpirun_one_rank_per_gpu(tmp_path: Path) -> None:
     argv = calls(home)[-1]
     assert argv[argv.index("-g") + 1] == "1"
     rows = run.rows()
-    assert len(rows) == 48 and rows[0]["time_us"] == 6.81
-    assert rows[0]["extra"]["launcher"] == "mpirun"
+    assert len(rows) == 48 and rows[0].time_us == 6.81
+    assert rows[0].extra["launcher"] == "mpirun"
 
 
 def test_mpirun_without_mpi_build_is_an_error(tmp_path: Path) -> None:
@@ -460,9 +458,9 @@ def test_mpirun_without_mpi_build_is_an_error(tmp_path: Path) -> None:
     finally:
         del os.environ["FAKE_MPIRUN_PROCS"]
     rows = RunDir("r1", tmp_path / "runs" / "r1", "test").rows()
-    bad = [r for r in rows if r["status"] != "ok"]
-    assert bad and "ran as 1 ranks but 2 were asked for" in bad[0]["error"]
-    assert "MPI=1" in bad[0]["error"]
+    bad = [r for r in rows if r.status != "ok"]
+    assert bad and "ran as 1 ranks but 2 were asked for" in bad[0].error
+    assert "MPI=1" in bad[0].error
 
 
 def test_missing_binaries_name_the_places(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
