@@ -12,7 +12,8 @@ Reads what `run_decode_round4.sh OUTDIR` left there:
 - ``decode/``: the `gpulane tokens` rows (decode; ``extra.compute_only_ms``: the same
   steps with the collectives as no-ops); every run of a (model, TP, batch, kernels) is
   kept, in the order run (before and after alternate);
-- ``profile/profile.json``: profile_decode.py's kernel counts of the 8B at TP=1.
+- ``profile/profile.json``: profile_decode.py's kernel counts of the 8B at TP=1;
+- ``gemv-*.json``: gemv_bench.py's products alone, triton against cuBLAS.
 
 Per row: step / (roofline + collectives) (target 1.2), compute alone / roofline (the
 8B's targets at TP=2 and 4: 1.3 and 1.6), the kernels a layer launches (``gemv``: as
@@ -84,7 +85,8 @@ def figures(out: Path) -> list[dict[str, Any]]:
             per_layer = round(n / layers, 1)
         f["kernels_per_layer"] = per_layer
         f["choice"] = extra.get("gemv_choice")
-        if extra.get("gemv_error"):  # the six kernels failed: the compiled path ran
+        f["timings_us"] = extra.get("gemv_timings_us")
+        if extra.get("gemv_error"):  # the gemv kernels failed: the compiled path ran
             f["kernels_used"] = "gemv failed"
             f["error"] = extra["gemv_error"]
         if co is not None and per_layer is not None:
@@ -116,6 +118,34 @@ def profile_lines(out: Path) -> list[str]:
         lines.append(
             f"| {d['batch']} | {d['variant']} | {d['step_ms']:.3f} | {d['roofline_ms']:.3f} | "
             f"{d['ratio']:.2f} | {k['count']} | {k['count'] / layers:.1f} | {k['busy_ms']:.3f} |"
+        )
+    return [*lines, ""]
+
+
+def bench_lines(out: Path) -> list[str]:
+    """gemv_bench.py's products (gemv-*.json): triton against cuBLAS, GB/s of weight bytes."""
+    rows = []
+    for path in sorted(out.glob("gemv-*.json")):
+        try:
+            rows += json.loads(path.read_text()).get("rows", [])
+        except (OSError, ValueError):
+            continue
+    if not rows:
+        return []
+    lines = [
+        "# decode products alone (gemv_bench.py: CUDA-graph replays, weights from HBM)",
+        "",
+        "| model | TP | op | rows | N x K | triton us | fused us | cuBLAS us | triton GB/s | "
+        "cuBLAS GB/s | triton / cuBLAS | correct | config |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        us, gb = r["us"], r["gbps"]
+        lines.append(
+            f"| {r['model']} | {r['tp']} | {r['op']} | {r['rows']} | {r['n']}x{r['k']} | "
+            f"{us['triton']} | {us.get('fused', '-')} | {us['cublas']} | {gb['triton']} | "
+            f"{gb['cublas']} | {r['triton_over_cublas']} | {'yes' if r['correct'] else 'NO'} | "
+            f"{r['config']} |"
         )
     return [*lines, ""]
 
@@ -159,7 +189,14 @@ def main(argv: list[str] | None = None) -> int:
     figs = figures(args.outdir)
     text, ok = table(figs)
     errors = sorted({f"- {f['model']} TP={f['tp']}: {f['error']}" for f in figs if f.get("error")})
-    choices = sorted({f"{k}: {v}" for f in figs if f.get("choice") for k, v in f["choice"].items()})
+    choices = sorted(
+        {
+            f"{k}: {v}" + (f" {f['timings_us'][k]}" if k in (f.get("timings_us") or {}) else "")
+            for f in figs
+            if f.get("choice")
+            for k, v in f["choice"].items()
+        }
+    )
     doc = "\n".join(
         [
             "# decode steps, before (compiled) and after (gemv)",
@@ -167,12 +204,13 @@ def main(argv: list[str] | None = None) -> int:
             text,
             "",
             *profile_lines(args.outdir),
+            *bench_lines(args.outdir),
             *(
                 ["# gemv failed (those rows ran the compiled path)", "", *errors, ""]
                 if errors
                 else []
             ),
-            "# gemv's choice per product (op rows x N x K)",
+            "# gemv's choice per product (op rows x N x K: choice {side: us per call, graph-timed})",
             "",
             *[f"- {c}" for c in choices],
             "",
