@@ -182,10 +182,15 @@ def test_disk_that_fills_mid_run(tmp_path: Path) -> None:
         # its heartbeat.
         assert "gpulane: error: rank 0 " in err or "gpulane: error: rank 1 " in err, err
         assert f"the filesystem of {run} is full" in err
-        assert "gpulane: warning: could not write the error row" in err
         assert "Traceback" not in err
         assert took < 2 * 30
-        assert_kept(run, before)
+        kept = assert_kept(run, before)
+        # The error row either could not be written (said so) or found room: a heartbeat
+        # rewritten after the disk filled frees its old block (a CI run of 2026-11-27 wrote
+        # the row). Never both, never neither.
+        wrote = any(r["status"] == "error" for r in kept)
+        said = "gpulane: warning: could not write the error row" in err
+        assert wrote != said, (wrote, err)
         # Space again: a later writer (resume=) ends any cut-off line and loses nothing.
         filler.unlink()
         before = rows_of_lenient(run)
