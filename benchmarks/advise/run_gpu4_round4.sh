@@ -51,8 +51,7 @@ source benchmarks/gpu/env.sh  # NCCL_NVLS_ENABLE=0 and the other multicast switc
 PY=${PYTHON:-python3}
 G=("$PY" -m gpulane.cli)
 
-stamp() { date -u +%H:%M:%S; }
-left() { echo $((BUDGET_S - SECONDS)); }
+# stamp, left and run (a budgeted step, then after_step): benchmarks/gpu/env.sh
 pack() {  # the tar of what was measured so far: rows.jsonl, config.yaml, topology.json of
   # each run directory (not the Parquet copies, rank and NCCL logs) and every top-level file
   local base list=/tmp/round4-files.$BASHPID
@@ -66,27 +65,7 @@ pack() {  # the tar of what was measured so far: rows.jsonl, config.yaml, topolo
   )
   rm -f "$list"
 }
-# run NAME NEED_S LIMIT_S CMD...: CMD under `timeout`, output to OUT/NAME.txt; skipped when
-# fewer than NEED_S seconds of the budget are left; the limit never passes the budget; the
-# tar is rewritten after it
-run() {
-  local name=$1 need=$2 limit=$3 l; shift 3
-  l=$(left)
-  if [ "$l" -lt "$need" ]; then
-    echo "$(stamp) +${SECONDS}s $name: SKIPPED ($l s of the budget left, needs ~$need)" \
-      | tee -a "$OUT/steps.log"
-    return 0
-  fi
-  [ "$limit" -gt "$l" ] && limit=$l
-  echo "$(stamp) +${SECONDS}s $name: start (limit ${limit}s): $*" | tee -a "$OUT/steps.log"
-  local t0=$SECONDS
-  timeout -k 5 "$limit" "$@" >"$OUT/$name.txt" 2>&1
-  local rc=$?
-  echo "$(stamp) +${SECONDS}s $name: exit $rc in $((SECONDS - t0)) s" | tee -a "$OUT/steps.log"
-  grep -E "^  batch|error|Error" "$OUT/$name.txt" | head -6
-  pack
-  return 0
-}
+after_step() { pack; }  # the tar rewritten after every step
 
 {
   echo "date: $(date -u +%FT%TZ)"

@@ -20,3 +20,29 @@ step() {  # step NAME TIMEOUT CMD...: run, keep output, go on after a failure
   timeout "$limit" "$@" >"$out/$name.txt" 2>&1
   echo "=== $name: exit $? in $((SECONDS - t0)) s" | tee -a "$out/steps.log"
 }
+
+# For scripts that set $OUT and BUDGET_S (one device call with a budget): the clock, and a
+# step that is skipped when the budget cannot hold it.
+stamp() { date -u +%H:%M:%S; }
+left() { echo $((BUDGET_S - SECONDS)); }
+# run NAME NEED_S LIMIT_S CMD...: CMD under `timeout`, output to OUT/NAME.txt; skipped
+# when fewer than NEED_S seconds of the budget are left; the limit never passes the budget;
+# then the script's after_step, where it defines one (rewriting its tar)
+run() {
+  local name=$1 need=$2 limit=$3 l; shift 3
+  l=$(left)
+  if [ "$l" -lt "$need" ]; then
+    echo "$(stamp) +${SECONDS}s $name: SKIPPED ($l s of the budget left, needs ~$need)" \
+      | tee -a "$OUT/steps.log"
+    return 0
+  fi
+  [ "$limit" -gt "$l" ] && limit=$l
+  echo "$(stamp) +${SECONDS}s $name: start (limit ${limit}s): $*" | tee -a "$OUT/steps.log"
+  local t0=$SECONDS
+  timeout -k 5 "$limit" "$@" >"$OUT/$name.txt" 2>&1
+  local rc=$?
+  echo "$(stamp) +${SECONDS}s $name: exit $rc in $((SECONDS - t0)) s" | tee -a "$OUT/steps.log"
+  grep -E "^  batch|error|Error" "$OUT/$name.txt" | head -6
+  if declare -F after_step >/dev/null; then after_step; fi
+  return 0
+}
