@@ -44,25 +44,7 @@ source benchmarks/gpu/env.sh
 PY=${PYTHON:-python3}
 G=("$PY" -m gpulane.cli)
 
-stamp() { date -u +%H:%M:%S; }
-# run NAME NEED_S LIMIT_S CMD...: CMD under `timeout`, its output to OUT/NAME.txt; skipped
-# when fewer than NEED_S seconds of the budget are left
-run() {
-  local name=$1 need=$2 limit=$3 left=$((BUDGET_S - SECONDS)); shift 3
-  if [ "$left" -lt "$need" ]; then
-    echo "$(stamp) +${SECONDS}s $name: SKIPPED ($left s of the budget left, needs ~$need)" \
-      | tee -a "$OUT/steps.log"
-    return 0
-  fi
-  [ "$limit" -gt "$left" ] && limit=$left
-  echo "$(stamp) +${SECONDS}s $name: start (limit ${limit}s): $*" | tee -a "$OUT/steps.log"
-  local t0=$SECONDS
-  timeout "$limit" "$@" >"$OUT/$name.txt" 2>&1
-  local rc=$?
-  echo "$(stamp) +${SECONDS}s $name: exit $rc in $((SECONDS - t0)) s" | tee -a "$OUT/steps.log"
-  grep -E "^  batch|error|Error" "$OUT/$name.txt" | head -8
-  return 0
-}
+# stamp, left and run (a budgeted step): benchmarks/gpu/env.sh
 
 {
   echo "date: $(date -u +%FT%TZ)"
