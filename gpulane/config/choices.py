@@ -20,6 +20,7 @@ UseJsonWords = Literal["auto", "true", "false"]
 BuffersWords = Literal["auto", "device", "host"]
 ArrayWords = Literal["auto", "torch", "cupy"]
 BindWords = Literal["none", "core"]
+StartWords = Literal["fork", "exec"]
 
 if TYPE_CHECKING:
     Memory = MemoryWords
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
     Buffers = BuffersWords
     Array = ArrayWords
     Bind = BindWords
+    Start = StartWords
 else:
     Memory = Annotated[str, MemoryWords]
     Loop = Annotated[str, LoopWords]
@@ -37,6 +39,7 @@ else:
     Buffers = Annotated[str, BuffersWords]
     Array = Annotated[str, ArrayWords]
     Bind = Annotated[str, BindWords]
+    Start = Annotated[str, StartWords]
 
 
 def words_of(hint: Any) -> tuple[str, ...] | None:

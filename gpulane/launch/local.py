@@ -27,6 +27,7 @@ from gpulane.launch.base import (
     log_path,
     tail,
 )
+from gpulane.launch.forked import ForkedRank, start_rank
 from gpulane.launch.registry import register_launcher
 from gpulane.launch.watchdog import OutputWatch, find_stall, stopped_ranks
 from gpulane.launch.worker import command as worker_command
@@ -49,7 +50,10 @@ class LocalLauncher(Launcher):
     def from_config(
         cls, cfg: Any, config: LauncherConfig, device: str, needs_mpi: bool
     ) -> Launcher:
-        return cls(bind=str(getattr(config, "bind", None) or "none"))
+        return cls(
+            bind=str(getattr(config, "bind", None) or "none"),
+            start=str(getattr(config, "start", None) or "fork"),
+        )
 
     @classmethod
     def for_nodes(
@@ -63,10 +67,11 @@ class LocalLauncher(Launcher):
     def on_this_host(self) -> bool:
         return True
 
-    def __init__(self, bind: str = "none") -> None:
+    def __init__(self, bind: str = "none", start: str = "fork") -> None:
         self.bind = bind
+        self.start_method = start
         self.cores: dict[int, int] = {}  # rank -> the core it is bound to (bind=core)
-        self.procs: dict[int, subprocess.Popen[bytes]] = {}
+        self.procs: dict[int, subprocess.Popen[bytes] | ForkedRank] = {}
         self.logs: list[IO[bytes]] = []
         self.spec: LaunchSpec | None = None
         self.started = 0.0
@@ -109,6 +114,9 @@ class LocalLauncher(Launcher):
                 "GPULANE_LAUNCHER": "gpulane",
                 "PYTHONUNBUFFERED": "1",
             }
+            if spec.program is None and self.start_method == "fork":
+                self.procs[rank] = self._fork(spec, rank, rank_env)
+                continue
             fh = open(log_path(spec.run_dir, rank), "wb")  # noqa: SIM115 - closed in _end
             self.logs.append(fh)
             self.procs[rank] = subprocess.Popen(
@@ -119,11 +127,22 @@ class LocalLauncher(Launcher):
                 stdin=subprocess.DEVNULL,
                 start_new_session=spec.program is not None,
             )
-        if self.bind == "core":
+        if self.bind == "core" and self.cores == {}:
             self._bind_to_cores()
         if spec.program is not None:
             self.output = OutputWatch(log_path(spec.run_dir, 0), spec.timeout_s)
         self.started = time.monotonic()
+
+    def _fork(self, spec: LaunchSpec, rank: int, env: dict[str, str]) -> ForkedRank:
+        """One rank forked from the server that imported torch (launch/forked.py), bound
+        to its core by itself, before it starts a thread."""
+        log = log_path(spec.run_dir, rank)
+        log.write_bytes(b"")
+        core = None
+        if self.bind == "core":
+            cpus = sorted(os.sched_getaffinity(0))
+            core = self.cores[rank] = cpus[rank % len(cpus)]
+        return start_rank(str(spec.job), spec.run_dir, env, log, core)
 
     def _bind_to_cores(self) -> None:
         """Rank r on the r-th CPU this process may use (round robin past the last), set

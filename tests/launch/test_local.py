@@ -40,8 +40,9 @@ def _wait_for_rows(tmp_path: Path, n: int, limit: float = 120) -> Path:
     raise AssertionError(f"no {n} rows within {limit} s")
 
 
-def test_killed_rank_ends_the_run_and_keeps_rows(tmp_path: Path) -> None:
-    proc = _start(tmp_path, "timeout_s=30")
+@pytest.mark.parametrize("start", ["fork", "exec"])
+def test_killed_rank_ends_the_run_and_keeps_rows(tmp_path: Path, start: str) -> None:
+    proc = _start(tmp_path, "timeout_s=30", f"launcher.start={start}")
     run = _wait_for_rows(tmp_path, 2)
     victim = read_heartbeats(run)[1]
     os.kill(victim.pid, signal.SIGKILL)
@@ -236,9 +237,14 @@ def affinity_job(cfg: Any, ctx: Any) -> None:
             )
 
 
+@pytest.mark.parametrize("start", ["fork", "exec"])
 @pytest.mark.parametrize("bind", ["core", "none"])
 def test_bind_core_puts_each_rank_on_a_core_of_its_own(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], bind: str
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    bind: str,
+    start: str,
 ) -> None:
     from gpulane.rundir import make_run_dir, save_config
     from gpulane.session.sweep import launch_job
@@ -246,6 +252,7 @@ def test_bind_core_puts_each_rank_on_a_core_of_its_own(
     monkeypatch.setenv("PYTHONPATH", str(Path(__file__).resolve().parents[2]))
     cfg = local_job_config(tmp_path)
     cfg.launcher.bind = bind
+    cfg.launcher.start = start
     run = make_run_dir(cfg)
     saved = save_config(cfg, run, world_size=2)
     assert launch_job(saved, run, {}, "tests.launch.test_local:affinity_job", 2, "cpu") == 0

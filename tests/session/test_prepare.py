@@ -26,7 +26,8 @@ from tests.launch.test_slurm_patterns import cfg_for
 # Imported first by every Python process started with this folder on PYTHONPATH: counts
 # build_plan's calls in that process, in a file named after its pid (written at start and
 # at every call, so a rank that never calls it still leaves "0"; at start, a `-m` module is
-# still "-m" in sys.argv: a rank is told by its --run-dir).
+# still "-m" in sys.argv: a rank started as a new process is told by its --run-dir, a rank
+# forked from the server that imported torch (launcher.start=fork) by "forked").
 SITECUSTOMIZE = """
 import os, sys
 
@@ -35,11 +36,19 @@ if _out:
     import gpulane.collectives.plan as _plan
 
     _calls = [0]
+    _forked = []
     _build = _plan.build_plan
 
     def _write():
         with open(os.path.join(_out, str(os.getpid())), "w") as fh:
-            fh.write(f"{_calls[0]}\\n" + " ".join(sys.argv))
+            fh.write(f"{_calls[0]}\\n" + " ".join(_forked or sys.argv))
+
+    def _child():
+        _calls[0] = 0
+        _forked.append("forked")
+        _write()
+
+    os.register_at_fork(after_in_child=_child)
 
     def build_plan(*args, **kwargs):
         _calls[0] += 1
@@ -69,17 +78,21 @@ def plan_calls(tmp_path: Path, *args: str) -> tuple[Any, dict[str, int]]:
     return out, seen
 
 
-def test_build_plan_runs_once_in_the_front_and_never_in_a_rank(tmp_path: Path) -> None:
+@pytest.mark.parametrize("start", ["fork", "exec"])
+def test_build_plan_runs_once_in_the_front_and_never_in_a_rank(tmp_path: Path, start: str) -> None:
     out, seen = plan_calls(
         tmp_path, "ranks=2", "device=cpu", "collectives=all_reduce", "sizes.min=1K",
-        "sizes.max=4K", "warmup=1", "iters=2",
+        "sizes.max=4K", "warmup=1", "iters=2", f"launcher.start={start}",
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
-    front = {k: n for k, n in seen.items() if "--run-dir" not in k}
-    ranks = {k: n for k, n in seen.items() if "--run-dir" in k}
+    rank_mark = "forked" if start == "fork" else "--run-dir"
+    front = {k: n for k, n in seen.items() if " sweep " in k}
+    ranks = {k: n for k, n in seen.items() if rank_mark in k}
+    others = {k: n for k, n in seen.items() if k not in front and k not in ranks}
     assert len(ranks) == 2, seen  # both real ranks ran with the counter
     assert list(front.values()) == [1], seen  # the command: once
     assert all(n == 0 for n in ranks.values()), seen  # the ranks read the plan given
+    assert all(n == 0 for n in others.values()), seen  # the fork server, if any: never
     (run,) = run_dirs(tmp_path / "runs")
     plan = SweepPlan.from_dict(json.loads((run / PLAN_FILE).read_text()))
     assert plan.collectives == ["all_reduce"] and plan.sizes == [1024, 2048, 4096]

@@ -1,0 +1,100 @@
+"""Local ranks forked from a server that has imported torch once (``launcher.start=fork``).
+
+A rank started as a new Python process spends about 2.5 CPU-s importing torch and the
+rank job before it does anything (`benchmarks/ci/README.md`); every rank of every local run
+pays it again. Here the ranks are children of multiprocessing's forkserver, which imports
+them once per gpulane process (``PRELOAD``) and forks each rank from that state. The server
+never touches CUDA, so a forked rank starts CUDA and NCCL as freshly as a new process does.
+
+A rank gets the same environment, log file, working directory and exit status as a new
+process would (:class:`ForkedRank` answers like ``subprocess.Popen``); what cannot follow it
+is what the libraries read while being imported, from the server's environment: OpenMP's
+thread count (``OMP_NUM_THREADS``) and torch's import-time switches. ``start=exec`` keeps
+the new process per rank.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import subprocess
+import sys
+from multiprocessing.process import BaseProcess
+from pathlib import Path
+
+# What the server imports once: the rank job's entry point and torch (every rank job uses it).
+PRELOAD = ["gpulane.launch.worker", "torch", "torch.distributed"]
+# multiprocessing re-runs the parent's main module in each child (as ``__mp_main__``): when
+# the parent is gpulane's command line, the server imports it too, so that a rank re-runs
+# only its few lines, not its imports (Hydra, pandas: ~0.8 CPU-s).
+CLI = "gpulane.cli"
+
+
+class ForkedRank:
+    """A forked rank, answering as ``subprocess.Popen`` does: ``pid``, ``poll()`` (None
+    while it runs, its exit status after, ``-N`` for signal N), ``kill()``, ``wait()``."""
+
+    def __init__(self, process: BaseProcess) -> None:
+        self.process = process
+
+    @property
+    def pid(self) -> int:
+        assert self.process.pid is not None, "a started rank has a pid"
+        return self.process.pid
+
+    def poll(self) -> int | None:
+        return self.process.exitcode
+
+    def kill(self) -> None:
+        if self.process.exitcode is None:
+            self.process.kill()
+
+    def wait(self, timeout: float | None = None) -> int:
+        self.process.join(timeout)
+        code = self.process.exitcode
+        if code is None:
+            raise subprocess.TimeoutExpired(f"rank pid {self.pid}", timeout or 0.0)
+        return code
+
+
+def start_rank(
+    job: str, run_dir: Path, env: dict[str, str], log: Path, core: int | None = None
+) -> ForkedRank:
+    """Fork one rank of ``job`` with ``env`` as its whole environment, its output (stdout
+    and stderr) appended to ``log``, on ``core`` alone when given."""
+    context = multiprocessing.get_context("forkserver")
+    # Preloading only takes effect when the server starts (the first rank of this process).
+    context.set_forkserver_preload(PRELOAD + ([CLI] if CLI in sys.modules else []))
+    process = context.Process(
+        target=_rank_main,
+        args=(job, str(run_dir), env, str(log), core),
+        name=f"gpulane-rank-{env.get('RANK', '?')}",
+        daemon=False,
+    )
+    process.start()
+    return ForkedRank(process)
+
+
+def _rank_main(job: str, run_dir: str, env: dict[str, str], log: str, core: int | None) -> None:
+    """In the forked rank: become what ``python -m gpulane.launch.worker`` would have been."""
+    os.environ.clear()
+    os.environ.update(env)
+    if core is not None:
+        # Before any thread starts: the threads the rank starts inherit it.
+        os.sched_setaffinity(0, {core})
+    out = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    null = os.open(os.devnull, os.O_RDONLY)
+    for target, source in ((0, null), (1, out), (2, out)):
+        os.dup2(source, target)
+    os.close(out)
+    os.close(null)
+    # As PYTHONUNBUFFERED does for a new process: every line reaches the log at once
+    # (the watchdog quotes a failed rank's last line).
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(line_buffering=True, write_through=True)
+
+    from gpulane.launch.worker import run
+
+    sys.exit(run(job, run_dir))
