@@ -27,7 +27,7 @@ def gpulane(
     for key in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
         full_env.pop(key, None)
     return subprocess.run(
-        [sys.executable, "-m", "gpulane.cli", *args],
+        [sys.executable, "-m", "gpulane", *args],
         cwd=cwd,
         env=full_env,
         capture_output=True,

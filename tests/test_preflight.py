@@ -70,7 +70,7 @@ def test_torchrun_style_world_bigger_than_configured(tmp_path: Path) -> None:
                 [
                     sys.executable,
                     "-m",
-                    "gpulane.cli",
+                    "gpulane",
                     "sweep",
                     "ranks=2",
                     "device=cpu",

@@ -15,8 +15,11 @@ the new process per rank.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import multiprocessing
 import os
+import signal
 import subprocess
 import sys
 from multiprocessing.process import BaseProcess
@@ -24,10 +27,22 @@ from pathlib import Path
 
 # What the server imports once: the rank job's entry point and torch (every rank job uses it).
 PRELOAD = ["gpulane.launch.worker", "torch", "torch.distributed"]
-# multiprocessing re-runs the parent's main module in each child (as ``__mp_main__``): when
-# the parent is gpulane's command line, the server imports it too, so that a rank re-runs
-# only its few lines, not its imports (Hydra, pandas: ~0.8 CPU-s).
 CLI = "gpulane.cli"
+
+
+def main_preload() -> list[str]:
+    """The parent's main module, where multiprocessing re-runs it in each rank (as
+    ``__mp_main__``): imported by the server instead, so that a rank re-runs only its few
+    lines, not its imports (gpulane's command line imports Hydra and pandas: ~0.8 CPU-s).
+    A module run with ``-m`` is named; a script (the ``gpulane`` console script) is re-run
+    from its path, and its imports are the command line's; ``python -m gpulane`` and ``-c``
+    code are not re-run at all."""
+    main = sys.modules.get("__main__")
+    name = getattr(getattr(main, "__spec__", None), "name", None)
+    if name is not None:
+        return [] if name == "__main__" or name.endswith(".__main__") else [name]
+    script = getattr(main, "__file__", None)
+    return [CLI] if script and CLI in sys.modules else []
 
 
 class ForkedRank:
@@ -64,7 +79,7 @@ def start_rank(
     and stderr) appended to ``log``, on ``core`` alone when given."""
     context = multiprocessing.get_context("forkserver")
     # Preloading only takes effect when the server starts (the first rank of this process).
-    context.set_forkserver_preload(PRELOAD + ([CLI] if CLI in sys.modules else []))
+    context.set_forkserver_preload(PRELOAD + main_preload())
     process = context.Process(
         target=_rank_main,
         args=(job, str(run_dir), env, str(log), core),
@@ -72,7 +87,34 @@ def start_rank(
         daemon=False,
     )
     process.start()
-    return ForkedRank(process)
+    rank = ForkedRank(process)
+    server = _parent_of(rank.pid)
+    if server is not None and server not in _SERVERS:
+        _SERVERS.add(server)
+        if len(_SERVERS) == 1:
+            atexit.register(_end_servers)
+    return rank
+
+
+# The fork servers this process started. A server ends by itself when this process does,
+# through the interpreter's teardown of the torch it imported (~0.6 CPU-s, a sixth of a
+# 2-rank CPU run); it holds nothing that needs it (its ranks have ended), so it is killed.
+_SERVERS: set[int] = set()
+
+
+def _parent_of(pid: int) -> int | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:  # already ended and reaped
+        return None
+    # "pid (comm) state ppid ...": comm may hold spaces and parentheses
+    return int(stat.rsplit(")", 1)[1].split()[1])
+
+
+def _end_servers() -> None:
+    for server in _SERVERS:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(server, signal.SIGKILL)
 
 
 def _rank_main(job: str, run_dir: str, env: dict[str, str], log: str, core: int | None) -> None:

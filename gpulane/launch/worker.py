@@ -7,8 +7,10 @@ this rank's :class:`RankContext`. Any launcher that sets rank variables can star
 from __future__ import annotations
 
 import argparse
+import atexit
 import importlib
 import inspect
+import os
 import sys
 import typing
 from collections.abc import Callable
@@ -72,7 +74,17 @@ def main() -> None:
     parser.add_argument("--job", required=True)
     parser.add_argument("--run-dir", required=True)
     args = parser.parse_args()
-    sys.exit(run(args.job, args.run_dir))
+    leave(run(args.job, args.run_dir))
+
+
+def leave(code: int) -> None:
+    """End the rank with ``code`` after its exit handlers (MPI_Finalize among them) and
+    flushed output, without the interpreter's teardown: freeing torch's modules one by one
+    costs a rank about 0.6 CPU-s and does nothing the rank needs."""
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    os._exit(code)
 
 
 if __name__ == "__main__":

@@ -140,7 +140,7 @@ def test_compare_cli_markdown_in_a_real_process(runs: Path) -> None:
         [
             sys.executable,
             "-m",
-            "gpulane.cli",
+            "gpulane",
             "compare",
             "nvlink",
             "pcie-host",
@@ -162,7 +162,7 @@ def test_compare_cli_markdown_in_a_real_process(runs: Path) -> None:
         [
             sys.executable,
             "-m",
-            "gpulane.cli",
+            "gpulane",
             "compare",
             "nvlink",
             "riser-x4",

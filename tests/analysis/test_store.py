@@ -146,7 +146,7 @@ def test_results_cli_in_a_real_process(runs: Path) -> None:
         [
             sys.executable,
             "-m",
-            "gpulane.cli",
+            "gpulane",
             "results",
             str(runs),
             "--where",
@@ -165,7 +165,7 @@ def test_results_cli_in_a_real_process(runs: Path) -> None:
     assert lines[0] == "build,size_bytes,busbw_gbps"
     assert all(line.startswith("nvlink,") for line in lines[1:]) and len(lines) == 5
     bad = subprocess.run(
-        [sys.executable, "-m", "gpulane.cli", "results", str(runs / "missing")],
+        [sys.executable, "-m", "gpulane", "results", str(runs / "missing")],
         capture_output=True,
         text=True,
         timeout=120,

@@ -153,7 +153,7 @@ def _reader_gone(args: list[str], cwd: Path) -> subprocess.CompletedProcess[byte
         env.pop(key, None)
     try:
         return subprocess.run(
-            [sys.executable, "-m", "gpulane.cli", *args],
+            [sys.executable, "-m", "gpulane", *args],
             cwd=cwd,
             env=env,
             stdout=write_end,
@@ -205,7 +205,7 @@ def test_a_sweep_whose_reader_went_away_ends_its_ranks(tmp_path: Path) -> None:
     interrupted, quietly: ranks ended, rows kept, 141."""
     runs = tmp_path / "runs"
     cmd = (
-        f"{sys.executable} -m gpulane.cli sweep device=cpu sizes.max=1M iters=5 "
+        f"{sys.executable} -m gpulane sweep device=cpu sizes.max=1M iters=5 "
         f"results_dir={runs} | head -3"
     )
     out = _pipeline(cmd, tmp_path)
@@ -228,7 +228,7 @@ def test_a_sweep_whose_reader_went_away_ends_its_ranks(tmp_path: Path) -> None:
 
 def test_head_reads_one_line_of_parse_json(tmp_path: Path) -> None:
     """The shell's own pipe: `gpulane parse ... --json | head -1`."""
-    cmd = f"{sys.executable} -m gpulane.cli parse nccl-tests {NCCL_TESTS} --json | head -1"
+    cmd = f"{sys.executable} -m gpulane parse nccl-tests {NCCL_TESTS} --json | head -1"
     out = _pipeline(cmd, tmp_path)
     assert json.loads(out.stdout)["backend"] == "nccl-tests"
     assert "Traceback" not in out.stderr and "BrokenPipe" not in out.stderr
@@ -243,7 +243,7 @@ def test_head_reads_one_line_of_parse_json(tmp_path: Path) -> None:
 def test_stdout_on_a_full_device(tmp_path: Path, good_run: Path, args: list[str]) -> None:
     with open("/dev/full", "w") as full:
         out = subprocess.run(
-            [sys.executable, "-m", "gpulane.cli", *[a.format(run=good_run) for a in args]],
+            [sys.executable, "-m", "gpulane", *[a.format(run=good_run) for a in args]],
             cwd=tmp_path,
             stdout=full,
             stderr=subprocess.PIPE,

@@ -140,7 +140,7 @@ def test_json_into_a_closed_pipe_is_quiet(tmp_path: Path) -> None:
     """`gpulane parse ... --json | head -1`: no BrokenPipeError, and --out still gets every row."""
     f = fixture_path("public/bandwidthtest/llmaction_8xH800_nvbandwidth_v0.2_all_tests.txt")
     script = (
-        f"{sys.executable} -m gpulane.cli parse nvbandwidth {f} --json --out {tmp_path / 'run'} "
+        f"{sys.executable} -m gpulane parse nvbandwidth {f} --json --out {tmp_path / 'run'} "
         "| head -1; echo status=${PIPESTATUS[0]}"
     )
     done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=120)

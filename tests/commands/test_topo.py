@@ -17,7 +17,7 @@ H = "h200x2"
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "gpulane.cli", "topo", *args],
+        [sys.executable, "-m", "gpulane", "topo", *args],
         capture_output=True,
         text=True,
         timeout=120,

@@ -122,7 +122,7 @@ def test_cli_writes_rows(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
 
 def test_gpulane_parse_vllm_error_exit() -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "gpulane.cli", "parse", "vllm", str(fixture_path(ERROR))],
+        [sys.executable, "-m", "gpulane", "parse", "vllm", str(fixture_path(ERROR))],
         capture_output=True,
         text=True,
         timeout=60,

@@ -21,7 +21,7 @@ from tests.helpers import SLOW_SWEEP, local_job_config, rows_of, run_dirs
 def _start(tmp_path: Path, *extra: str) -> subprocess.Popen[str]:
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE")}
     return subprocess.Popen(
-        [sys.executable, "-m", "gpulane.cli", *SLOW_SWEEP, f"results_dir={tmp_path}", *extra],
+        [sys.executable, "-m", "gpulane", *SLOW_SWEEP, f"results_dir={tmp_path}", *extra],
         cwd=tmp_path,
         env=env,
         stdout=subprocess.PIPE,
@@ -151,7 +151,7 @@ def test_resume_measures_only_what_is_missing(tmp_path: Path) -> None:
     proc.communicate(timeout=120)
     before = [r for r in rows_of(run) if r["status"] == "ok"]
     out = subprocess.run(
-        [sys.executable, "-m", "gpulane.cli", "sweep", f"resume={run}"],
+        [sys.executable, "-m", "gpulane", "sweep", f"resume={run}"],
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -170,7 +170,7 @@ def test_two_runs_into_one_store_do_not_interfere(tmp_path: Path) -> None:
     cmd = [
         sys.executable,
         "-m",
-        "gpulane.cli",
+        "gpulane",
         "sweep",
         "ranks=2",
         "device=cpu",
@@ -267,7 +267,7 @@ def test_bind_core_puts_each_rank_on_a_core_of_its_own(
 
 def test_an_unknown_bind_is_bad_input(tmp_path: Path) -> None:
     p = subprocess.run(
-        [sys.executable, "-m", "gpulane.cli", "sweep", "launcher.bind=socket",
+        [sys.executable, "-m", "gpulane", "sweep", "launcher.bind=socket",
          f"results_dir={tmp_path}", "progress=false"],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip

@@ -107,7 +107,7 @@ def start_job(tmp_path: Path, job: str, monkeypatch: pytest.MonkeyPatch) -> tupl
 
 def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "gpulane.cli", "sweep", *args],
+        [sys.executable, "-m", "gpulane", "sweep", *args],
         capture_output=True,
         text=True,
         timeout=240,

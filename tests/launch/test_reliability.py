@@ -36,7 +36,7 @@ class Front:
         env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE")}
         env["PYTHONUNBUFFERED"] = "1"
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "gpulane.cli", *SWEEP, f"results_dir={results}", *extra],
+            [sys.executable, "-m", "gpulane", *SWEEP, f"results_dir={results}", *extra],
             cwd=results.parent,
             env=env,
             stdout=subprocess.PIPE,

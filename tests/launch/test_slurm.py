@@ -54,7 +54,7 @@ def slurm() -> str:
 def gpulane(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     return subprocess.run(
-        [sys.executable, "-m", "gpulane.cli", *args],
+        [sys.executable, "-m", "gpulane", *args],
         cwd=REPO,
         capture_output=True,
         text=True,

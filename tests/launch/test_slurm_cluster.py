@@ -273,7 +273,7 @@ def test_node_lost_mid_run(cluster: dict[str, str], tmp_path: Path) -> None:
     ]
     env = {**cluster, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen(
-        ["python3", "-m", "gpulane.cli", *args],
+        ["python3", "-m", "gpulane", *args],
         cwd=REPO,
         env=env,
         stdout=subprocess.PIPE,

@@ -435,7 +435,7 @@ def slurm_pair() -> dict[str, str]:
 
 def on_pair(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "gpulane.cli", *args],
+        [sys.executable, "-m", "gpulane", *args],
         cwd=REPO,
         capture_output=True,
         text=True,

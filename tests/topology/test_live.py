@@ -52,7 +52,7 @@ def test_worst_path_never_raises() -> None:
 
 def test_command_without_gpu_exits_zero() -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "gpulane.cli", "topo"], capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "gpulane", "topo"], capture_output=True, text=True, timeout=300
     )
     assert proc.returncode == 0, proc.stderr
     if not HAS_GPU:
@@ -149,7 +149,7 @@ def test_worst_path_is_the_pairs_label() -> None:
     pair = next(p for p in data["pairs"] if {p["a"], p["b"]} == {"GPU0", "GPU1"})
     assert worst_path_for_gpus([0, 1]) == pair["label"]
     proc = subprocess.run(
-        [sys.executable, "-m", "gpulane.cli", "topo", "--json"],
+        [sys.executable, "-m", "gpulane", "topo", "--json"],
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr

@@ -30,7 +30,7 @@ LANE_GBPS = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}
 def _rows(tmp_path: Path, *args: str) -> list[dict[str, Any]]:
     env = dict(os.environ, NCCL_NVLS_ENABLE="0")
     proc = subprocess.run(
-        [sys.executable, "-m", "gpulane.cli", "copy", f"results_dir={tmp_path}",
+        [sys.executable, "-m", "gpulane", "copy", f"results_dir={tmp_path}",
          "progress=false", *args],
         capture_output=True, text=True, timeout=600, env=env,
     )  # fmt: skip

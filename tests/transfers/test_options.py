@@ -18,7 +18,7 @@ from gpulane.transfers.options import read_options
 def _copy(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, CUDA_VISIBLE_DEVICES="")  # no GPU, even on a GPU host
     return subprocess.run(
-        [sys.executable, "-m", "gpulane.cli", "copy", *args],
+        [sys.executable, "-m", "gpulane", "copy", *args],
         capture_output=True, text=True, timeout=300, env=env, cwd=cwd,
     )  # fmt: skip
 

@@ -21,7 +21,7 @@ ALLOW = ["--allow-skip", "nccl_transport_matches_path"]
 
 def gpulane(*args: str, cwd: Path, timeout: int = 300) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "gpulane.cli", *args],
+        [sys.executable, "-m", "gpulane", *args],
         cwd=cwd,
         capture_output=True,
         text=True,
