@@ -78,10 +78,14 @@ def main() -> None:
 
 
 def leave(code: int) -> None:
-    """End the rank with ``code`` after its exit handlers (MPI_Finalize among them) and
-    flushed output, without the interpreter's teardown: freeing torch's modules one by one
-    costs a rank about 0.6 CPU-s and does nothing the rank needs."""
+    """End the rank with ``code`` after its exit handlers and flushed output, without the
+    interpreter's teardown: freeing torch's modules one by one costs a rank about 0.45
+    CPU-s and does nothing the rank needs. MPI is finalized here: mpi4py does it in that
+    teardown, and mpirun takes a rank that exits without it for a crashed one."""
     atexit._run_exitfuncs()
+    mpi = sys.modules.get("mpi4py.MPI")
+    if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized():
+        mpi.Finalize()
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
     os._exit(code)
