@@ -91,5 +91,24 @@ def leave(code: int) -> None:
     os._exit(code)
 
 
+def leave_at_exit() -> None:
+    """Leave as :func:`leave` (0) when this process ends normally, after what its main
+    still does (submitit writes a task's result after the task returns); an uncaught
+    exception (``sys.last_value``) keeps the interpreter's own exit and status."""
+    if _leave_normally not in _REGISTERED:
+        _REGISTERED.append(_leave_normally)
+        atexit.register(_leave_normally)
+
+
+_REGISTERED: list[Callable[[], None]] = []
+
+
+def _leave_normally() -> None:
+    atexit.unregister(_leave_normally)  # the handlers still to run, without this one
+    if getattr(sys, "last_value", None) is not None:
+        return
+    leave(0)
+
+
 if __name__ == "__main__":
     main()
