@@ -23,6 +23,7 @@ import sys
 import time
 from pathlib import Path
 
+from benchmarks import forked_run
 from benchmarks.figures import (
     ROOT,
     Figure,
@@ -146,6 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.try_:
         return try_entry(args)
     started = time.monotonic()
+    forked_run.preload()  # once, for the regenerating commands' forks
     paths = [p.resolve() for p in args.readmes] or readmes()
     status = check(paths, args.verbose)
     print(f"benchmarks.check: {time.monotonic() - started:.1f} s")

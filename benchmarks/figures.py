@@ -53,7 +53,6 @@ import math
 import re
 import shlex
 import statistics
-import subprocess
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -62,6 +61,7 @@ from typing import Any
 
 import yaml
 
+from benchmarks import forked_run
 from gpulane.units import parse_size
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -382,7 +382,7 @@ def regenerate(fig: Figure) -> None:
     argv = shlex.split(str(spec["run"]))
     if argv and argv[0] in ("python", "python3"):
         argv[0] = sys.executable
-    proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True)
+    proc = forked_run.run(argv, ROOT)
     if proc.returncode != int(spec.get("status", 0)):
         raise FigureError(f"run exited {proc.returncode}: {proc.stderr.strip()[-500:]}")
     if proc.stdout != _text(out):
