@@ -3,8 +3,8 @@ that ended, with its CPU seconds, pid and parent): each process is charged to th
 the run it descends from.
 
     accton /tmp/acct && CI=true bash .ci/run; accton off
-    dump-acct /tmp/acct > acct.txt
-    python benchmarks/ci/cpu_by_part.py acct.txt
+    dump-acct /tmp/acct | gzip > acct.txt.gz
+    python benchmarks/ci/cpu_by_part.py acct.txt.gz
 
 Parts: ``slurm jobs`` (under slurmstepd: the batch scripts and the tasks of every Slurm
 job), ``tests`` (under pytest: its workers, the CLI calls, their ranks and fork servers,
@@ -16,6 +16,7 @@ mariadbd) have no record: their CPU is what /proc/stat saw beyond these.
 
 from __future__ import annotations
 
+import gzip
 import sys
 from collections import Counter
 from dataclasses import dataclass
@@ -34,7 +35,8 @@ class Proc:
 def read(path: str) -> dict[int, Proc]:
     """dump-acct's lines: comm|v3|user|system|elapsed|uid|gid|mem|io|pid|ppid|..."""
     procs: dict[int, Proc] = {}
-    with open(path, encoding="utf-8", errors="replace") as fh:
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8", errors="replace") as fh:
         for line in fh:
             f = [x.strip() for x in line.split("|")]
             if len(f) < 11 or f[1] != "v3":
