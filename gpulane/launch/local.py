@@ -127,7 +127,7 @@ class LocalLauncher(Launcher):
                 stdin=subprocess.DEVNULL,
                 start_new_session=spec.program is not None,
             )
-        if self.bind == "core" and self.cores == {}:
+        if self.bind == "core" and not self.cores:  # forked ranks bound themselves
             self._bind_to_cores()
         if spec.program is not None:
             self.output = OutputWatch(log_path(spec.run_dir, 0), spec.timeout_s)
@@ -140,16 +140,20 @@ class LocalLauncher(Launcher):
         log.write_bytes(b"")
         core = None
         if self.bind == "core":
-            cpus = sorted(os.sched_getaffinity(0))
-            core = self.cores[rank] = cpus[rank % len(cpus)]
+            core = self.cores[rank] = self._core_of(rank)
         return start_rank(str(spec.job), spec.run_dir, env, log, core)
+
+    @staticmethod
+    def _core_of(rank: int) -> int:
+        """The r-th CPU this process may use (round robin past the last)."""
+        cpus = sorted(os.sched_getaffinity(0))
+        return cpus[rank % len(cpus)]
 
     def _bind_to_cores(self) -> None:
         """Rank r on the r-th CPU this process may use (round robin past the last), set
         before the rank has started a thread: the threads it starts inherit it."""
-        cpus = sorted(os.sched_getaffinity(0))
         for rank, proc in self.procs.items():
-            core = cpus[rank % len(cpus)]
+            core = self._core_of(rank)
             try:
                 os.sched_setaffinity(proc.pid, {core})
             except ProcessLookupError:  # already gone: its exit is reported as usual

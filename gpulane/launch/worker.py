@@ -95,12 +95,8 @@ def leave_at_exit() -> None:
     """Leave as :func:`leave` (0) when this process ends normally, after what its main
     still does (submitit writes a task's result after the task returns); an uncaught
     exception (``sys.last_value``) keeps the interpreter's own exit and status."""
-    if _leave_normally not in _REGISTERED:
-        _REGISTERED.append(_leave_normally)
-        atexit.register(_leave_normally)
-
-
-_REGISTERED: list[Callable[[], None]] = []
+    atexit.unregister(_leave_normally)  # once, however often a packed job's tasks ask
+    atexit.register(_leave_normally)
 
 
 def _leave_normally() -> None:
