@@ -10,6 +10,13 @@ measuring each of its nodes beside healthy partners (nodes of a half found good)
 side by side. When both halves of a slow set are fine alone, what is slow is the way
 between them (a switch uplink): the set is named as a whole.
 
+Two guards keep a busy moment from naming a healthy node (jobs side by side share CPUs on a
+small test cluster, a switch on a real one). A node is named by its resolve job only when
+that job is slow against the reference *and* against the best job of the same batch, which
+ran at the same time under the same load. A set that would be named as a whole (none of
+its nodes slow beside a healthy partner, or no partner to try) rests on one measurement:
+it is measured again, in one more round, and named only when it is slow again.
+
 :class:`Halving` hands out batches (:meth:`Halving.batch`) and takes their figures
 (:meth:`Halving.feed`), so a caller can run each batch as real jobs side by side, or a
 simulation can replay figures; :func:`halving_search` drives it with a measure function.
@@ -87,9 +94,10 @@ class Halving:
         self.note = ""
         self.rounds = 0
         self._suspects: list[_Suspect] = []
+        self._unresolved: list[list[str]] = []  # sets with no partner, confirmed after
         self._done = False
         # what the batch handed out is for: ("top", None), ("split", [(set, figure)]),
-        # ("resolve", [(suspect, node, subset)])
+        # ("resolve", [(suspect, node, subset)]), ("confirm", [set])
         self._stage: tuple[str, object] = ("top", None)
         self._batch: list[list[str]] = [list(ns)]
         if first is not None:  # the whole allocation was measured already
@@ -116,8 +124,10 @@ class Halving:
             self._after_top(figs[0])
         elif kind == "split":
             self._after_split(data, figs)  # type: ignore[arg-type]
-        else:
+        elif kind == "resolve":
             self._after_resolve(data, figs)  # type: ignore[arg-type]
+        else:
+            self._after_confirm(data, figs)  # type: ignore[arg-type]
 
     def result(self) -> HalvingResult:
         slow = sorted(set(self.slow), key=self.nodes.index)
@@ -140,9 +150,9 @@ class Halving:
         if len(ns) < 2 * self.min_size:
             if self.good is None:
                 self.note = "too few nodes to split; give good= to judge"
-            else:
-                self.slow, self.note = list(ns), "too few nodes to split"
-            return self._finish()
+                return self._finish()
+            self.note = "too few nodes to split"
+            return self._confirm([list(ns)])
         self._split([(ns, top)])
 
     def _split(self, sets: list[tuple[list[str], float]]) -> None:
@@ -185,11 +195,12 @@ class Halving:
         suspects, self._suspects = self._suspects, []
         need = max(self.min_size - 1, 0)
         jobs: list[tuple[_Suspect, str, list[str]]] = []
+        whole: list[list[str]] = []  # no healthy partner to tell its nodes apart
         used = 0
         for s in suspects:
             outside = [h for h in self.healthy if h not in s.nodes]
             if len(outside) < need or (self.min_size > 1 and not outside):
-                self.slow += s.nodes  # no healthy partner to tell its nodes apart
+                whole.append(s.nodes)
                 continue
             for x in s.nodes:
                 # Different healthy partners for each job where there are enough, so the
@@ -198,22 +209,50 @@ class Halving:
                 used += need
                 jobs.append((s, x, [*partners, x]))
         if not jobs:
-            return self._finish()
+            return self._confirm(whole)
         self._stage = ("resolve", jobs)
         self._batch = [j[2] for j in jobs]
+        self._unresolved = whole
 
     def _after_resolve(
         self, jobs: list[tuple[_Suspect, str, list[str]]], figs: list[float]
     ) -> None:
+        # The best job of this batch ran under the same load as the others: a node is
+        # slow when its job is slow against the reference and against that job too.
+        same_time = self.tolerance * max(figs)
         by_suspect: dict[int, tuple[_Suspect, list[str]]] = {}
         for (s, x, _), f in zip(jobs, figs, strict=True):
             named = by_suspect.setdefault(id(s), (s, []))[1]
-            if self._is_slow(f):
+            if self._is_slow(f) and f < same_time:
                 named.append(x)
+        whole, self._unresolved = self._unresolved, []
         for s, named in by_suspect.values():
-            # None of its nodes is slow beside a healthy one: the set itself (the way
-            # between its parts, or nodes slow only together) is what is slow.
-            self.slow += named or s.nodes
+            self.slow += named
+            if not named:
+                # None of its nodes is slow beside a healthy one: the set itself (the way
+                # between its parts, or nodes slow only together) is what is slow, if a
+                # second measurement of it says so.
+                whole.append(s.nodes)
+        self._confirm(whole)
+
+    def _confirm(self, sets: list[list[str]]) -> None:
+        """Measure once more the sets to be named as a whole (side by side: they share no
+        node); each is named only when slow again."""
+        if not sets:
+            return self._finish()
+        self._stage = ("confirm", sets)
+        self._batch = [list(s) for s in sets]
+
+    def _after_confirm(self, sets: list[list[str]], figs: list[float]) -> None:
+        passed = []
+        for nodes, f in zip(sets, figs, strict=True):
+            if self._is_slow(f):
+                self.slow += nodes
+            else:
+                passed.append(",".join(nodes))
+        if passed:
+            again = "; ".join("{" + p + "}" for p in passed)
+            self.note = f"{self.note + '; ' if self.note else ''}slow once, not again: {again}"
         self._finish()
 
     def _finish(self) -> None:

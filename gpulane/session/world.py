@@ -3,8 +3,24 @@ and the path label between the first N of them."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+# Where a GPU driver shows itself to a process: NVIDIA's control device and its /proc
+# folder, ROCm's kernel driver (torch.cuda is HIP there), WSL's GPU paravirtualization.
+# Without any of them torch.cuda finds no device, so the answer needs no torch.
+DRIVER_PATHS = ("/dev/nvidiactl", "/dev/nvidia0", "/proc/driver/nvidia", "/dev/kfd", "/dev/dxg")
+
+
+def gpu_driver_present(paths: tuple[str, ...] = DRIVER_PATHS) -> bool:
+    """Whether any GPU driver is visible here. Asking torch costs ~2.5 CPU-s of imports
+    (`benchmarks/ci/README.md`, session 6): on a CPU host every command paid it to learn 0."""
+    return any(Path(p).exists() for p in paths)
+
 
 def local_gpus() -> int:
+    """How many GPUs torch can use here (0 without a GPU driver, without importing torch)."""
+    if not gpu_driver_present():
+        return 0
     try:
         import torch
     except ImportError:

@@ -197,3 +197,61 @@ def test_halving_starts_from_a_whole_allocation_run() -> None:
     search = Halving(NODES, good=100.0)
     with pytest.raises(ValueError, match="expected 1 figures"):
         search.feed([1.0, 2.0])
+
+
+# ------------------------------------------- a busy moment does not name a healthy node
+
+
+def test_halving_resolve_judges_a_node_against_its_own_batch() -> None:
+    # gpu06 is slow. In the resolve round its healthy quarter-mate gpu05 is measured at a
+    # busy moment, below the reference but as fast as the best job beside it: not named.
+    def measure(subset: list[str]) -> float:
+        if "gpu06" in subset:
+            return 10.0
+        if len(subset) == 2 and "gpu05" in subset:
+            return 45.0  # a busy moment: under half the reference of 100
+        return 100.0
+
+    result = halving_search(NODES, measure, tolerance=0.5)
+    assert result.slow == ["gpu06"]
+    assert result.rounds == 4 and result.measurements == 7
+
+
+def test_halving_set_slow_once_is_measured_again() -> None:
+    # gpu06 is slow; the quarter {gpu07, gpu08} is slow once (a busy moment), so it is
+    # resolved beside healthy partners (fine), then measured again as a set (fine).
+    seen: list[list[str]] = []
+
+    def measure(subset: list[str]) -> float:
+        seen.append(subset)
+        if "gpu06" in subset:
+            return 10.0
+        if subset == ["gpu07", "gpu08"] and seen.count(subset) == 1:
+            return 30.0
+        return 100.0
+
+    result = halving_search(NODES, measure, tolerance=0.5)
+    assert result.slow == ["gpu06"]
+    assert seen.count(["gpu07", "gpu08"]) == 2 and result.rounds == 5
+    assert "slow once, not again: {gpu07,gpu08}" in result.note
+
+
+def test_halving_set_slow_twice_is_named() -> None:
+    # Both halves fine alone, every set spanning them slow, at every measurement: the
+    # link between is named as the whole set, after a second measurement of it.
+    left = set(NODES[:4])
+    calls: list[list[str]] = []
+
+    def measure(subset: list[str]) -> float:
+        calls.append(subset)
+        s = set(subset)
+        return 10.0 if s & left and s - left else 100.0
+
+    result = halving_search(NODES, measure, good=100.0)
+    assert set(result.slow) == set(NODES) and calls.count(NODES) == 2
+    # too few nodes to split: named only when the second measurement agrees
+    flaky = iter([10.0, 100.0])
+    result = halving_search(NODES[:3], lambda s: next(flaky), good=100.0)
+    assert result.slow == [] and "slow once, not again" in result.note
+    result = halving_search(NODES[:3], lambda s: 10.0, good=100.0)
+    assert result.slow == NODES[:3] and result.measurements == 2

@@ -191,9 +191,14 @@ def test_accept_halving_names_the_slowed_node(cluster: dict[str, str], tmp_path:
     (summary,) = [p for p in group.rglob("summary.json") if "halving" in p.read_text()]
     data = json.loads(summary.read_text())
     assert data["slow"] == ["c6"]
-    # Whole set, two halves side by side, two quarters, two nodes beside healthy partners.
-    assert data["rounds"] == 4 and len(data["steps"]) == 7
+    # Whole set, two halves side by side, two quarters, two nodes beside healthy partners;
+    # a healthy quarter slow at a busy moment is resolved too, then measured once more.
     assert data["steps"][0]["nodes"] == NODES
+    assert [s["nodes"] for s in data["steps"][1:3]] == [NODES[:4], NODES[4:]]
+    if "slow once, not again" in data["note"]:
+        assert data["rounds"] == 5 and len(data["steps"]) == 7 + 2 + 1, data
+    else:
+        assert data["rounds"] == 4 and len(data["steps"]) == 7, data
 
 
 def test_accept_per_node_then_allocation(cluster: dict[str, str], tmp_path: Path) -> None:

@@ -33,6 +33,7 @@ from gpulane.config.commands import AcceptConfig
 from gpulane.config.launcher import LocalLauncherConfig
 from gpulane.rundir import run_env
 from gpulane.session.output import Say, stdout
+from gpulane.session.world import gpu_driver_present
 from gpulane.topology.model import Topology
 
 
@@ -54,7 +55,7 @@ BESIDE_SWEEP = ("topo",)
 
 def gpu_count() -> int:
     """GPUs this process can see (NVML first, torch second), 0 when none or unknown."""
-    if os.environ.get("CUDA_VISIBLE_DEVICES", None) == "":
+    if os.environ.get("CUDA_VISIBLE_DEVICES", None) == "" or not gpu_driver_present():
         return 0
     try:
         import pynvml

@@ -74,12 +74,14 @@ def test_halving_takes_about_log2_rounds_and_pairs_take_all(n: int) -> None:
 
 @pytest.mark.parametrize("n", [4, 8])
 def test_halving_names_a_link_between_its_halves(n: int) -> None:
-    # GPU0 and GPU(n-1) sit in different halves: each half is fine alone; the pairs across
-    # the halves are measured next and name the link.
+    # GPU0 and GPU(n-1) sit in different halves: each half is fine alone; the whole set is
+    # measured once more (a set is named whole only when slow twice), then the pairs
+    # across the halves are measured and name the link.
     link = ("GPU0", f"GPU{n - 1}")
     found = simulate("halving", gpus(n), fabric(slow_pair=link))
     assert found.pairs == [link] and not found.gpus, found
-    assert len(found.steps) == 1 + 2 + (n // 2) ** 2
+    assert len(found.steps) == 1 + 2 + 1 + (n // 2) ** 2
+    assert found.steps[3][0] == gpus(n)
 
 
 def test_ring_misses_a_link_that_is_not_on_its_ring() -> None:
