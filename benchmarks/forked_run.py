@@ -57,7 +57,7 @@ def run(argv: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
                 encoding = getattr(sys.__stdout__, "encoding", None) or "utf-8"
                 sys.stdout = _stream(1, encoding, "strict")
                 sys.stderr = _stream(2, encoding, "backslashreplace")
-                code = _become(argv[1:], cwd)
+                code = become(argv[1:], cwd)
             finally:
                 sys.stdout.flush()
                 sys.stderr.flush()
@@ -74,7 +74,7 @@ def _stream(fd: int, encoding: str, errors: str) -> TextIO:
     return open(fd, "w", encoding=encoding, errors=errors, closefd=False)
 
 
-def _become(args: list[str], cwd: Path) -> int:
+def become(args: list[str], cwd: Path) -> int:
     """Run ``SCRIPT ARGS`` or ``-m MODULE ARGS`` as ``__main__``: its exit status."""
     import traceback
     import warnings

@@ -1,4 +1,5 @@
-"""Running gpulane as a user does: a real subprocess, real ranks."""
+"""Running gpulane as a user does: a real process of its own, real ranks (the command's
+process forked from a server that imported its libraries already: tests/forked_cli.py)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+from tests import forked_cli
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -26,6 +29,8 @@ def gpulane(
     # Rank variables of an outer launcher would turn the CLI into a rank itself.
     for key in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
         full_env.pop(key, None)
+    if forked_cli.forkable(full_env):
+        return forked_cli.run(list(args), cwd, full_env, timeout)
     return subprocess.run(
         [sys.executable, "-m", "gpulane", *args],
         cwd=cwd,

@@ -4,24 +4,19 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from gpulane.cli import main as cli_main
+from tests import helpers
 from tests.conftest import fixture_path
 
 H = "h200x2"
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "gpulane", "topo", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return helpers.gpulane("topo", *args, cwd=Path.cwd(), timeout=120)
 
 
 def f(name: str) -> str:

@@ -29,6 +29,7 @@ from gpulane.launch.mpirun.command import (
 )
 from gpulane.launch.mpirun.failure import describe_failure, mpirun_failure
 from gpulane.rundir import write_heartbeat, write_rank_error
+from tests import helpers
 from tests.helpers import run_mpirun
 
 pytestmark = pytest.mark.mpi
@@ -106,13 +107,7 @@ def start_job(tmp_path: Path, job: str, monkeypatch: pytest.MonkeyPatch) -> tupl
 
 
 def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "gpulane", "sweep", *args],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        env={**os.environ, **(env or {})},
-    )
+    return helpers.gpulane("sweep", *args, cwd=Path.cwd(), timeout=240, env=env)
 
 
 # -- real runs ----------------------------------------------------------------------------

@@ -5,7 +5,6 @@ folder) under tmp_path: job ids restart at 1 when Slurm's state is wiped."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import threading
@@ -24,6 +23,7 @@ from gpulane.parquet_rows import read_parquet
 from gpulane.record import Row, RowWriter, read_rows
 from gpulane.rundir import make_run_dir
 from gpulane.session.collect import collect
+from tests import helpers
 from tests.helpers import run_slurm
 
 REPO = Path(__file__).resolve().parents[2]
@@ -52,15 +52,7 @@ def slurm() -> str:
 
 
 def gpulane(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    return subprocess.run(
-        [sys.executable, "-m", "gpulane", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=env,
-    )
+    return helpers.gpulane(*args, cwd=REPO, timeout=timeout)
 
 
 def only_run_dir(root: Path) -> Path:

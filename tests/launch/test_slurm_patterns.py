@@ -15,7 +15,6 @@ import json
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +33,7 @@ from gpulane.launch.slurm.settings import settings
 from gpulane.record import Row, RowWriter, read_rows
 from gpulane.rundir import RunDir, make_run_dir
 from gpulane.session import packing
+from tests import helpers
 from tests.helpers import run_slurm
 from tests.launch.test_slurm import REPO, direct_cfg, gpulane
 from tests.launch.test_slurm import slurm as slurm  # the fixture, by name
@@ -434,14 +434,7 @@ def slurm_pair() -> dict[str, str]:
 
 
 def on_pair(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "gpulane", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        env=env,
-    )
+    return helpers.gpulane(*args, cwd=REPO, timeout=180, env=env)
 
 
 SMALL = ("device=cpu", "sizes.max=64", "iters=3", "warmup=1", "launcher.poll_s=0.5")

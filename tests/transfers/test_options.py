@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,14 +12,12 @@ from hydra import compose, initialize_config_module
 from gpulane.errors import InputError, MissingComponent
 from gpulane.transfers.measure import fill_pattern, load_torch
 from gpulane.transfers.options import read_options
+from tests import helpers
 
 
 def _copy(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, CUDA_VISIBLE_DEVICES="")  # no GPU, even on a GPU host
-    return subprocess.run(
-        [sys.executable, "-m", "gpulane", "copy", *args],
-        capture_output=True, text=True, timeout=300, env=env, cwd=cwd,
-    )  # fmt: skip
+    # no GPU, even on a GPU host
+    return helpers.gpulane("copy", *args, cwd=cwd, timeout=300, env={"CUDA_VISIBLE_DEVICES": ""})
 
 
 def test_no_gpu_is_one_line_and_exit_2(tmp_path: Path) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -12,6 +11,7 @@ import pytest
 
 from gpulane.commands.accept import to_overrides
 from gpulane.errors import InputError
+from tests import helpers
 from tests.analysis.fixture_rows import copy_rows, h200_topology, nccl_rows, write_run
 from tests.analysis.rules.synthetic import host_copies
 
@@ -20,13 +20,7 @@ ALLOW = ["--allow-skip", "nccl_transport_matches_path"]
 
 
 def gpulane(*args: str, cwd: Path, timeout: int = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "gpulane", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    return helpers.gpulane(*args, cwd=cwd, timeout=timeout)
 
 
 @pytest.fixture
