@@ -207,7 +207,13 @@ def _config(t: Target) -> str:
         f"pytest_add_cli_args_test_selection = {arr(t.tests)}\n"
         'pytest_add_cli_args = ["-p", "no:cacheprovider", "-q", "-x", "--timeout", "120"]\n'
         "use_git_change_detection = false\n"
+        'also_copy = ["benchmarks"]\n'
     )
+
+
+# Beside gpulane and tests in the scratch copy (and in mutmut's copy of it: also_copy):
+# the tests' CLI helper (tests/forked_cli.py) runs a command through benchmarks/forked_run.
+SHARED = ("benchmarks/__init__.py", "benchmarks/forked_run.py")
 
 
 def _workspace(t: Target, base: Path) -> Path:
@@ -215,6 +221,9 @@ def _workspace(t: Target, base: Path) -> Path:
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".hypothesis")
     shutil.copytree(ROOT / "gpulane", ws / "gpulane", ignore=ignore)
     shutil.copytree(ROOT / "tests", ws / "tests", ignore=ignore)
+    for shared in SHARED:
+        (ws / shared).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / shared, ws / shared)
     text = (ROOT / "pyproject.toml").read_text()
     (ws / "pyproject.toml").write_text(text + _config(t))
     return ws
