@@ -1,6 +1,6 @@
 """The tests' ``gpulane`` command, forked from a server that imported its libraries
 (tests/forked_cli.py), answers as a new interpreter would: the same stdout, stderr and exit
-status; its exit handlers run (its rank server is gone after it); a timeout ends it as
+status; its local ranks are forked from the worker's server; a timeout ends it as
 ``subprocess.run``'s does; an environment that changes how Python starts gets a new one."""
 
 from __future__ import annotations
@@ -8,12 +8,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
-import uuid
+from multiprocessing import forkserver
 from pathlib import Path
 
 import pytest
 
+from gpulane.record import read_rows
 from tests import forked_cli
 
 SMALL = ("device=cpu", "ranks=2", "collectives=[all_reduce]", "sizes.min=1K", "sizes.max=4K",
@@ -49,19 +51,33 @@ def test_forked_answers_as_a_new_interpreter(tmp_path: Path, args: list[str]) ->
     assert forked.returncode == (0 if args == ["--help"] else 2)
 
 
-def test_a_real_sweep_and_its_rank_server_ends(tmp_path: Path) -> None:
-    mark = uuid.uuid4().hex
-    env = _env(GPULANE_TEST_MARK=mark)
-    done = forked_cli.run(["sweep", *SMALL, "results_dir=out"], tmp_path, env, timeout=300)
-    assert done.returncode == 0, done.stdout + done.stderr
+def test_a_real_sweep_forks_its_ranks_from_the_workers_server(tmp_path: Path) -> None:
+    seen: dict[int, tuple[int | None, int | None]] = {}  # server: (parent, grandparent)
+    done = threading.Event()
+
+    def watch() -> None:  # every fork server alive while the command runs
+        while not done.is_set():
+            for pid in _fork_servers():
+                parent = _parent(pid)
+                seen.setdefault(pid, (parent, _parent(parent) if parent else None))
+            time.sleep(0.02)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        out = forked_cli.run(["sweep", *SMALL, "results_dir=out"], tmp_path, _env(), 300)
+    finally:
+        done.set()
+        watcher.join()
+    assert out.returncode == 0, out.stdout + out.stderr
     (run,) = [p for p in (tmp_path / "out").iterdir() if p.is_dir()]
-    assert (run / "rows.jsonl").stat().st_size > 0
-    assert "# rows:" in done.stdout
-    # Its exit handlers ran: no process of its own (the rank server) is left.
-    deadline = time.monotonic() + 10
-    while (left := _marked(mark)) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert not left, f"processes of the command left running: {left}"
+    assert len(list(read_rows(run))) == 3 and "# rows:" in out.stdout
+    # The ranks came from this worker's server, which is still there for the next
+    # command: the command (a child of that server) started no server of its own.
+    ours = forkserver._forkserver._forkserver_pid
+    assert ours in seen and _parent(ours) == os.getpid()
+    started = [pid for pid, (_, grand) in seen.items() if grand == ours]
+    assert not started, f"the command started fork servers of its own: {started}"
 
 
 def test_a_timeout_ends_the_command(tmp_path: Path) -> None:
@@ -78,16 +94,21 @@ def test_an_environment_that_changes_the_start_gets_a_new_interpreter() -> None:
     assert not forked_cli.forkable(_env(PYTHONFAULTHANDLER="1"))
 
 
-def _marked(mark: str) -> list[int]:
-    """The processes whose environment holds ``GPULANE_TEST_MARK=mark``."""
-    found = []
+def _fork_servers() -> set[int]:
+    """multiprocessing fork servers running now, anywhere on this machine."""
+    found = set()
     for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit() or int(proc.name) == os.getpid():
-            continue
         try:
-            environ = (proc / "environ").read_bytes()
+            cmdline = (proc / "cmdline").read_bytes() if proc.name.isdigit() else b""
         except OSError:
             continue
-        if f"GPULANE_TEST_MARK={mark}".encode() in environ.split(b"\0"):
-            found.append(int(proc.name))
+        if b"multiprocessing.forkserver" in cmdline:
+            found.add(int(proc.name))
     return found
+
+
+def _parent(pid: int) -> int | None:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
