@@ -45,9 +45,11 @@ def _env() -> dict[str, str]:
 def ways(results: Path) -> dict[str, Callable[[], int]]:
     args = [*SWEEP, f"results_dir={results}"]
     return {
-        "fresh": lambda: subprocess.run(
-            [sys.executable, "-m", "gpulane", *args], env=_env(), capture_output=True
-        ).returncode,
+        "fresh": lambda: (
+            subprocess.run(
+                [sys.executable, "-m", "gpulane", *args], env=_env(), capture_output=True
+            ).returncode
+        ),
         "forked": lambda: forked_cli.run(args, Path.cwd(), _env(), timeout=300).returncode,
         **{
             name: (lambda code=code: subprocess.run([sys.executable, "-c", code]).returncode)
