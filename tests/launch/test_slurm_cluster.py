@@ -32,8 +32,9 @@ CONF = "/etc/slurm-nodes/slurm.conf"
 NODES = [f"c{i}" for i in range(1, 9)]
 FAULT = REPO / "scripts" / "slurm-fault.sh"
 # Every campaign here: CPU ranks, all_reduce only, a quick poll, noise-proof outliers (a
-# slowed node is 90 % below its peers; CPU-load noise on a shared machine stays under 50 %).
-COMMON = ("launcher.poll_s=0.5", "launcher.outlier_fraction=0.5", "launcher.time=10")
+# slowed node is 90 % below its peers; CPU-load noise on a shared machine mostly stays
+# under 50 %: per-node jobs, 8 side by side, once saw a healthy node 50 % below).
+COMMON = ("launcher.poll_s=0.5", "launcher.time=10")
 
 
 def sinfo(env: dict[str, str]) -> dict[str, str]:
@@ -78,9 +79,14 @@ def cluster() -> Iterator[dict[str, str]]:
         fault(node, "clear")
 
 
-def campaign(env: dict[str, str], tmp_path: Path, *args: str) -> tuple[Any, float]:
+def campaign(
+    env: dict[str, str], tmp_path: Path, *args: str, outliers: float = 0.5
+) -> tuple[Any, float]:
     t0 = time.monotonic()
-    res = gpulane(*args, *COMMON, f"results_dir={tmp_path}", cwd=REPO, env=env, timeout=900)
+    res = gpulane(
+        *args, *COMMON, f"launcher.outlier_fraction={outliers}", f"results_dir={tmp_path}",
+        cwd=REPO, env=env, timeout=900,
+    )  # fmt: skip
     return res, time.monotonic() - t0
 
 
@@ -208,6 +214,7 @@ def test_accept_per_node_then_allocation(cluster: dict[str, str], tmp_path: Path
             cluster,
             tmp_path,
             *accept_args("per-node+allocation", "launcher.tasks_per_node=2"),
+            outliers=0.75,  # c2 is 90 % below; 8 busy jobs side by side, up to 50 %
         )
     finally:
         fault("c2", "clear")
@@ -274,6 +281,7 @@ def test_node_lost_mid_run(cluster: dict[str, str], tmp_path: Path) -> None:
         "iters=100",
         "warmup=1",
         *COMMON,
+        "launcher.outlier_fraction=0.5",
         f"results_dir={tmp_path}",
     ]
     env = {**cluster, "PYTHONUNBUFFERED": "1"}
