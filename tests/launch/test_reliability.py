@@ -99,8 +99,12 @@ def tmpfs(path: Path, size: str) -> Iterator[Path]:
 
 @pytest.mark.parametrize("group", [False, True], ids=["front-only", "process-group"])
 def test_ctrl_c_keeps_rows_and_exits_130(tmp_path: Path, group: bool) -> None:
-    front = Front(tmp_path / "results")
+    # 1000 iterations a size: seconds of work left after the second row, even when this
+    # process is slow to see that row (a loaded CI run once finished the whole 100-iteration
+    # sweep before the signal came, and exited 0).
+    front = Front(tmp_path / "results", "iters=1000")
     run, before = front.rows(2)
+    assert front.proc.poll() is None, "the sweep ended before the signal"
     if group:  # a terminal's Ctrl-C reaches the front and its ranks alike
         os.killpg(front.proc.pid, signal.SIGINT)
     else:
