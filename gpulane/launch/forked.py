@@ -22,20 +22,12 @@ import os
 import signal
 import subprocess
 import sys
-import warnings
 from multiprocessing.process import BaseProcess
 from pathlib import Path
 
-# What the server imports once: this module (first: the filter below), the rank job's entry
-# point and torch (every rank job uses it).
-PRELOAD = ["gpulane.launch.forked", "gpulane.launch.worker", "torch", "torch.distributed"]
+# What the server imports once: the rank job's entry point and torch (every rank job uses it).
+PRELOAD = ["gpulane.launch.worker", "torch", "torch.distributed"]
 CLI = "gpulane.cli"
-# A rank re-runs the parent's main module (`python -m gpulane.cli`) as __mp_main__, which
-# the server preloaded (main_preload): runpy warned about that in every rank's log. It is
-# meant to be preloaded.
-warnings.filterwarnings(
-    "ignore", message=r".* found in sys\.modules after import of package", category=RuntimeWarning
-)
 
 
 def main_preload() -> list[str]:
