@@ -43,6 +43,9 @@ class Front:
             stderr=subprocess.PIPE,
             text=True,
             start_new_session=True,
+            # SIGINT as a terminal's shell leaves it: a caller started in the background
+            # (`(ci &)`) passes it on ignored, and the front would never see its Ctrl-C.
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
         self.results = results
 
