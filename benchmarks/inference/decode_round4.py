@@ -2,6 +2,7 @@
 side by side, against the roofline plus the step's own collectives: issue 32's table.
 
 usage: python benchmarks/inference/decode_round4.py OUTDIR [--md FILE] [--rows FILE]
+    [--judge KERNELS]
 
 Reads what `run_decode_round4.sh OUTDIR` left there:
 
@@ -12,14 +13,17 @@ Reads what `run_decode_round4.sh OUTDIR` left there:
 - ``decode/``: the `gpulane tokens` rows (decode; ``extra.compute_only_ms``: the same
   steps with the collectives as no-ops); every run of a (model, TP, batch, kernels) is
   kept, in the order run (before and after alternate);
-- ``profile/profile.json``: profile_decode.py's kernel counts of the 8B at TP=1;
+- ``profile*/profile.json``: profile_decode.py's kernel counts (a TP rank's slice, PDL on
+  or off, as each says);
 - ``gemv-*.json``: gemv_bench.py's products alone, triton against cuBLAS.
 
-Per row: step / (roofline + collectives) (target 1.2), compute alone / roofline (the
-8B's targets at TP=2 and 4: 1.3 and 1.6), the kernels a layer launches (``gemv``: as
-chosen, ``extra.kernels_per_layer``; ``compiled``: gpulane.planning.fixed's count) and
-the per-kernel floor: (compute alone - roofline) / kernels the step launches. Exit 1
-when a target is missed or nothing was measured (the table is still written).
+Per row: step / (roofline + collectives) (target 1.2: the 70B-class model at every TP,
+the 8B at TP=1), compute alone / roofline (the 8B's targets at TP=2 and 4: 1.3 and 1.6),
+the kernels a layer launches (``gemv``: as chosen, ``extra.kernels_per_layer``;
+``compiled``: gpulane.planning.fixed's count) and the per-kernel floor: (compute alone -
+roofline) / kernels the step launches. The rows of ``--judge`` (default ``gemv``) are
+judged; exit 1 when one misses a target or nothing was measured (the table is still
+written).
 """
 
 from __future__ import annotations
@@ -42,6 +46,19 @@ from gpulane.record import read_rows  # noqa: E402
 
 STEP_TARGET = 1.2
 COMPUTE_TARGET = {("llama3-8b", 2): 1.3, ("llama3-8b", 4): 1.6}
+STEP_EXEMPT = {("llama3-8b", 2), ("llama3-8b", 4)}  # issue 32 sets their compute alone
+
+
+def missed(f: dict[str, Any]) -> list[str]:
+    """The targets of issue 32 that row ``f`` misses."""
+    out = []
+    key = (f["model"], f["tp"])
+    if key not in STEP_EXEMPT and f["ratio"] > STEP_TARGET:
+        out.append(f"step {f['ratio']:.2f} > {STEP_TARGET}")
+    target, cr = COMPUTE_TARGET.get(key), f["compute_ratio"]
+    if target is not None and cr is not None and cr > target:
+        out.append(f"compute {cr:.2f} > {target}")
+    return out
 
 
 def rows_under(path: Path) -> list[dict[str, Any]]:
@@ -60,6 +77,7 @@ def figures(out: Path) -> list[dict[str, Any]]:
         coll += [r for r in rows_under(sweep) if r.get("kind") == "collective"]
     coll = [r for r in coll if r.get("status") == "ok"]
     comms = {b: MeasuredComm(coll, b) for b in sorted({str(r.get("build")) for r in coll})}
+    comms |= {f"{b}-pdl": c for b, c in comms.items()}  # a PDL run's build: the same curves
     figs = []
     for r in rows_under(out / "decode"):
         if r.get("kind") != "tokens" or r.get("op") != "decode":
@@ -71,6 +89,8 @@ def figures(out: Path) -> list[dict[str, Any]]:
         layers = int(r["layers"])
         f["layers"] = layers
         f["kernels_used"] = str(extra.get("decode_kernels") or "compiled")
+        if str(r.get("build") or "").endswith("-pdl"):  # run with TORCHINDUCTOR_ENABLE_PDL=1
+            f["kernels_used"] += "+pdl"
         f["started"] = str(r.get("started_at") or "")
         co = f.get("compute_only_ms")
         if co is None and int(r["tp"]) == 1:  # one GPU: the step is compute alone
@@ -97,29 +117,35 @@ def figures(out: Path) -> list[dict[str, Any]]:
 
 
 def profile_lines(out: Path) -> list[str]:
-    try:
-        doc = json.loads((out / "profile" / "profile.json").read_text())
-    except (OSError, ValueError):
-        return []
-    layers = int(doc.get("layers") or 1)
-    lines = [
-        f"# kernels of one decode step ({doc.get('model')}, {layers} layers, one GPU, input "
-        f"{doc.get('input_len')}; profile_decode.py)",
-        "",
-        "| batch | kernels | step ms (graph) | roofline ms | ratio | kernels in the step | "
-        "per layer | kernel busy ms |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for d in doc.get("decode", []):
-        if "error" in d:
-            lines.append(f"| {d['batch']} | {d['variant']} | failed: {d['error'][:80]} |")
+    lines: list[str] = []
+    for path in sorted(out.glob("profile*/profile.json")):
+        try:
+            doc = json.loads(path.read_text())
+        except (OSError, ValueError):
             continue
-        k = d["kernels"]
-        lines.append(
-            f"| {d['batch']} | {d['variant']} | {d['step_ms']:.3f} | {d['roofline_ms']:.3f} | "
-            f"{d['ratio']:.2f} | {k['count']} | {k['count'] / layers:.1f} | {k['busy_ms']:.3f} |"
-        )
-    return [*lines, ""]
+        layers = int(doc.get("layers") or 1)
+        lines += [
+            f"# kernels of one decode step ({doc.get('model')}, {layers} layers, TP rank 0 of "
+            f"{doc.get('tp', 1)} on one GPU, collectives off, input {doc.get('input_len')}, "
+            f"PDL {'on' if doc.get('pdl') else 'off'}; profile_decode.py, {path.parent.name})",
+            "",
+            "| batch | kernels | step ms (graph) | roofline ms | ratio | kernels in the step | "
+            "per layer | kernel busy ms | us per kernel above roofline |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
+        for d in doc.get("decode", []):
+            if "error" in d:
+                lines.append(f"| {d['batch']} | {d['variant']} | failed: {d['error'][:80]} |")
+                continue
+            k = d["kernels"]
+            floor = (d["step_ms"] - d["roofline_ms"]) / max(1, k["count"]) * 1e3
+            lines.append(
+                f"| {d['batch']} | {d['variant']} | {d['step_ms']:.3f} | {d['roofline_ms']:.3f} | "
+                f"{d['ratio']:.2f} | {k['count']} | {k['count'] / layers:.1f} | "
+                f"{k['busy_ms']:.3f} | {floor:.2f} |"
+            )
+        lines.append("")
+    return lines
 
 
 def bench_lines(out: Path) -> list[str]:
@@ -150,7 +176,7 @@ def bench_lines(out: Path) -> list[str]:
     return [*lines, ""]
 
 
-def table(figs: list[dict[str, Any]]) -> tuple[str, bool]:
+def table(figs: list[dict[str, Any]], judge: str = "gemv") -> tuple[str, bool]:
     lines = [
         "| model (layers) | TP | batch | kernels | step ms | roofline ms | collectives ms | "
         "step / (roofline + comm) | compute alone ms | compute / roofline | kernels a layer "
@@ -166,11 +192,8 @@ def table(figs: list[dict[str, Any]]) -> tuple[str, bool]:
         coll = "-" if f["collectives_ms"] is None else f"{f['collectives_ms']:.3f}"
         cr = f["compute_ratio"]
         co = "-" if cr is None else f"{cr * f['roofline_ms']:.3f}"
-        if f["kernels_used"] == "gemv":
-            ok &= f["ratio"] <= STEP_TARGET
-            target = COMPUTE_TARGET.get((f["model"], f["tp"]))
-            if target is not None and cr is not None:
-                ok &= cr <= target
+        if f["kernels_used"] == judge:
+            ok &= not missed(f)
         lines.append(
             f"| {f['model']} ({f['layers']}) | {f['tp']} | {f['batch']} | {f['kernels_used']} | "
             f"{f['measured_ms']:.3f} | {f['roofline_ms']:.3f} | {coll} | {f['ratio']:.2f} | "
@@ -185,9 +208,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("outdir", type=Path)
     ap.add_argument("--md", type=Path, default=None)
     ap.add_argument("--rows", type=Path, default=None)
+    ap.add_argument("--judge", default="gemv", help="the kernels whose rows are judged")
     args = ap.parse_args(argv)
     figs = figures(args.outdir)
-    text, ok = table(figs)
+    text, ok = table(figs, args.judge)
     errors = sorted({f"- {f['model']} TP={f['tp']}: {f['error']}" for f in figs if f.get("error")})
     choices = sorted(
         {

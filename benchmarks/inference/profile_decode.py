@@ -3,7 +3,12 @@ code, eager against compiled, one process (the model is built once).
 
     python benchmarks/inference/profile_decode.py [--model llama3-8b] [--batch 1,16]
         [--input-len 512] [--steps 100] [--variants eager:bmm,compiled:bmm,compiled:triton]
-        [--prefill 8192] [--compile-mode default] [--layers N] [--out DIR]
+        [--prefill 8192] [--compile-mode default] [--layers N] [--tp N] [--out DIR]
+
+``--tp N``: TP rank 0's slices of a TP=N stage on this one GPU, its collectives no-ops (the
+compute alone of `gpulane tokens comm_off=true`), its roofline the bytes of that slice: the
+kernels a GPU of a TP=N step launches, without N GPUs. ``TORCHINDUCTOR_ENABLE_PDL=1`` in the
+environment makes inductor's kernels use programmatic dependent launch (recorded as ``pdl``).
 
 A variant is ``eager|compiled:ATTENTION`` (``compile=`` and ``decode_attention=`` of
 `gpulane tokens`). Prints one JSON object (and writes profile.json and kernels-*.txt
@@ -26,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -138,7 +144,7 @@ def kernels_of(fn: Any) -> tuple[dict[str, Any], Any]:
 
 def decode_runs(
     stage: Stage, use: Any, b: int, args: Any, variants: list[list[str]], clen: int, bw: float,
-    texts: dict[str, str],
+    texts: dict[str, str], tp: int = 1,
 ) -> list[dict[str, Any]]:  # fmt: skip
     """Every variant's decode step at batch b, from one prefill's cache."""
     shape, dev = stage.shape, stage.cos.device
@@ -166,7 +172,7 @@ def decode_runs(
         tokens.copy_(torch.argmax(stage.logits(x, res, 1), dim=-1))
         pos.add_(1)
 
-    roof_ms = step_cost(shape, "decode", b, clen, 2).memory_s(bw) * 1e3
+    roof_ms = step_cost(shape, "decode", b, clen, 2, tp=tp).memory_s(bw) * 1e3
     found = []
     for kind, att in variants:
         use(kind)
@@ -231,6 +237,7 @@ def main() -> int:
     ap.add_argument("--compile-mode", default="default")
     ap.add_argument("--prefill", type=int, default=0, help="also time a prefill this long")
     ap.add_argument("--device", default="cuda", help="cpu: a dry run of the logic (tiny models)")
+    ap.add_argument("--tp", type=int, default=1, help="TP rank 0's slices of a TP=N stage")
     args = ap.parse_args()
     global CUDA
     CUDA = args.device == "cuda"
@@ -256,6 +263,8 @@ def main() -> int:
         "copy_gbps": round(bw, 1),
         "matmul_tflops": round(tflops, 1),
         "compile_mode": args.compile_mode,
+        "tp": args.tp,
+        "pdl": os.environ.get("TORCHINDUCTOR_ENABLE_PDL") == "1",
         "decode": [],
         "gemm_only_ms": {},
         "prefill": [],
@@ -264,9 +273,11 @@ def main() -> int:
     try:
         with torch.inference_mode():
             t0 = time.perf_counter()
+            comm = Comm(None, None, args.tp, True)
+            comm.enabled = False  # compute alone: the collectives are no-ops
             stage = Stage(
-                shape, rank_slices(shape, 1, 0), stage_layers(shape.num_layers, 1)[0], True, True,
-                Comm(None, None, 1, True), Init(dev, torch.bfloat16, 0), max_pos,
+                shape, rank_slices(shape, args.tp, 0), stage_layers(shape.num_layers, 1)[0], True,
+                True, comm, Init(dev, torch.bfloat16, 0), max_pos,
             )  # fmt: skip
             sync()
             out["build_s"] = round(time.perf_counter() - t0, 1)
@@ -277,7 +288,9 @@ def main() -> int:
 
             for b in batches:
                 use("eager")
-                out["decode"] += decode_runs(stage, use, b, args, variants, clen, bw, texts)
+                out["decode"] += decode_runs(
+                    stage, use, b, args, variants, clen, bw, texts, args.tp
+                )
                 out["gemm_only_ms"][str(b)] = round(graph_ms(gemms_of(stage, b), args.steps), 3)
                 stage.free_cache()
                 if CUDA:
@@ -287,7 +300,7 @@ def main() -> int:
                 n = args.prefill
                 stage.allocate_cache(1, n + 8)
                 ids = torch.randint(0, shape.vocab_size, (n,), device=dev)
-                cost = step_cost(shape, "prefill", 1, n, 2)
+                cost = step_cost(shape, "prefill", 1, n, 2, tp=args.tp)
                 flop_ms = cost.compute_s(tflops) * 1e3
 
                 def prefill() -> None:

@@ -48,6 +48,23 @@ def test_profile_dry_run_and_the_ratio_table(tmp_path: Path) -> None:
     assert "| tiny | 1 | 1 | prefill (in 16) | eager:sdpa |" in table
 
 
+def test_profile_of_one_tp_rank_slice_on_one_device(tmp_path: Path) -> None:
+    """--tp 2: rank 0's slices of a TP=2 stage, collectives off; its roofline is that
+    slice's bytes (under TP=1's), and the document says which TP (and PDL) it was."""
+    docs = {}
+    for tp in (1, 2):
+        out = tmp_path / f"tp{tp}"
+        done = _run(str(BENCH / "profile_decode.py"), "--model", "tiny", "--batch", "1",
+                    "--input-len", "16", "--steps", "2", "--variants", "eager:bmm",
+                    "--device", "cpu", "--tp", str(tp), "--out", str(out))  # fmt: skip
+        assert done.returncode == 0, done.stderr[-2000:]
+        docs[tp] = json.loads((out / "profile.json").read_text())
+    assert (docs[1]["tp"], docs[2]["tp"]) == (1, 2) and docs[2]["pdl"] is False
+    (one,), (two,) = docs[1]["decode"], docs[2]["decode"]
+    assert "error" not in two and two["step_ms"] > 0
+    assert 0 < two["roofline_ms"] < one["roofline_ms"]
+
+
 def test_ratio_of_the_committed_tp2_step_with_measured_collectives(tmp_path: Path) -> None:
     rates = json.loads((H200 / "copy_bw.json").read_text())
     rates["matmul_bf16_tflops_median"] = 700.0
