@@ -19,7 +19,7 @@
 #     TORCHINDUCTOR_ENABLE_PDL=1 (inductor's kernels with programmatic dependent launch:
 #     OUTDIR/profile-*-pdl), the one launch-latency lever that needs no new kernel.
 #  3. `gpulane tokens` decode steps at batch 1 and 16, input 1024, output 64, compute alone
-#     beside (comm_off=true), decode_kernels=compiled (the 8B with decode_attention=triton,
+#     beside (comm_off=true), the compiled path (the 8B with decode_attention=triton,
 #     the 72B with bmm), TP=1 and 2 of both models side by side on disjoint GPUs, then TP=4
 #     of each (OUTDIR/decode); where the budget holds, the TP=4 runs again with PDL on
 #     (build round6-pdl).
@@ -112,7 +112,7 @@ decode() {
   local name=$1 gpus=$2 tp=$3 model=$4 build=$5; shift 5
   run "decode-$name" 40 100 env CUDA_VISIBLE_DEVICES="$gpus" "${G[@]}" tokens \
     model="$model" tp="$tp" pp=1 batch=1,16 input_len=1024 output_len=64 warmup=1 iters=1 \
-    comm_off=true decode_kernels=compiled build="$build" results_dir="$OUT/decode" "$@"
+    comm_off=true build="$build" results_dir="$OUT/decode" "$@"
 }
 D8=(decode_attention=triton)
 D72=(layers="$LAYERS" decode_attention=bmm)
