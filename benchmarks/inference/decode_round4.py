@@ -47,6 +47,9 @@ from gpulane.record import read_rows  # noqa: E402
 STEP_TARGET = 1.2
 COMPUTE_TARGET = {("llama3-8b", 2): 1.3, ("llama3-8b", 4): 1.6}
 STEP_EXEMPT = {("llama3-8b", 2), ("llama3-8b", 4)}  # issue 32 sets their compute alone
+# builds named BASE-SUFFIX: the compiled path run with TORCHINDUCTOR_ENABLE_PDL=1 (-pdl), or
+# with compile_mode=max-autotune-no-cudagraphs (-at)
+VARIANTS = {"-pdl": "+pdl", "-at": "+autotune"}
 
 
 def missed(f: dict[str, Any]) -> list[str]:
@@ -77,7 +80,7 @@ def figures(out: Path) -> list[dict[str, Any]]:
         coll += [r for r in rows_under(sweep) if r.get("kind") == "collective"]
     coll = [r for r in coll if r.get("status") == "ok"]
     comms = {b: MeasuredComm(coll, b) for b in sorted({str(r.get("build")) for r in coll})}
-    comms |= {f"{b}-pdl": c for b, c in comms.items()}  # a PDL run's build: the same curves
+    comms |= {b + v: c for b, c in list(comms.items()) for v in VARIANTS}  # the same curves
     figs = []
     for r in rows_under(out / "decode"):
         if r.get("kind") != "tokens" or r.get("op") != "decode":
@@ -89,8 +92,9 @@ def figures(out: Path) -> list[dict[str, Any]]:
         layers = int(r["layers"])
         f["layers"] = layers
         f["kernels_used"] = str(extra.get("decode_kernels") or "compiled")
-        if str(r.get("build") or "").endswith("-pdl"):  # run with TORCHINDUCTOR_ENABLE_PDL=1
-            f["kernels_used"] += "+pdl"
+        for suffix, variant in VARIANTS.items():  # a variant of the compiled path, by build
+            if str(r.get("build") or "").endswith(suffix):
+                f["kernels_used"] += variant
         f["started"] = str(r.get("started_at") or "")
         co = f.get("compute_only_ms")
         if co is None and int(r["tp"]) == 1:  # one GPU: the step is compute alone
@@ -127,7 +131,8 @@ def profile_lines(out: Path) -> list[str]:
         lines += [
             f"# kernels of one decode step ({doc.get('model')}, {layers} layers, TP rank 0 of "
             f"{doc.get('tp', 1)} on one GPU, collectives off, input {doc.get('input_len')}, "
-            f"PDL {'on' if doc.get('pdl') else 'off'}; profile_decode.py, {path.parent.name})",
+            f"PDL {'on' if doc.get('pdl') else 'off'}, compile mode {doc.get('compile_mode')}; "
+            f"profile_decode.py, {path.parent.name})",
             "",
             "| batch | kernels | step ms (graph) | roofline ms | ratio | kernels in the step | "
             "per layer | kernel busy ms | us per kernel above roofline |",

@@ -25,6 +25,12 @@
 #     (build round6-pdl).
 #  4. decode_round4.py's table of the compiled rows against issue 32's targets
 #     (OUTDIR/decode-round6.md; CPU, also runnable from the tar).
+#
+# MODE=autotune instead: inductor's max-autotune (compile_mode=max-autotune-no-cudagraphs:
+# every product of the compiled functions timed against triton templates, which can take
+# their elementwise neighbours) beside the default, alternated in the same call: the four
+# profiles in each mode (OUTDIR/profile-*-at, profile-*), then the TP=4 tokens runs of both
+# models, default then autotune (build round6 / round6-at), then TP=1 of the 8B.
 # Step times for the budget, from round 5's steps.log (2x H200): a tokens run 37-51 s, a
 # profile of two variants 24 s, a sweep 14 s.
 # Models are built from their configs with random weights (no network, no checkpoints).
@@ -32,6 +38,8 @@ set -uo pipefail
 OUT=${1:?usage: run_decode_round6.sh OUTDIR [TARDIR]}
 TARDIR=${2:-$OUT}
 BUDGET_S=${BUDGET_S:-540}
+MODE=${MODE:-pdl}
+AT=max-autotune-no-cudagraphs
 LAYERS=${LAYERS:-8}
 DENSE=${DENSE:-qwen2.5-72b}
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -88,34 +96,50 @@ sweep() {  # sweep RANKS GPUS: the collectives a decode step issues, as CUDA-gra
     results_dir="$OUT/sweep$1"
 }
 sweep 4 0,1,2,3
-sweep 2 0,1
+[ "$MODE" = autotune ] || sweep 2 0,1  # autotune mode runs no TP=2 step
 
 # profile NAME GPU MODEL TP VARIANT PDL [ARGS...]: one TP rank's kernels, collectives off
 profile() {
-  local name=$1 gpu=$2 model=$3 tp=$4 variant=$5 pdl=$6; shift 6
-  run "profile-$name" 45 120 env CUDA_VISIBLE_DEVICES="$gpu" TORCHINDUCTOR_ENABLE_PDL="$pdl" \
+  local name=$1 gpu=$2 model=$3 tp=$4 variant=$5 pdl=$6 limit=120; shift 6
+  [[ $name == *-at ]] && limit=240  # max-autotune times every product's candidates
+  run "profile-$name" 45 "$limit" env CUDA_VISIBLE_DEVICES="$gpu" TORCHINDUCTOR_ENABLE_PDL="$pdl" \
     "$PY" benchmarks/inference/profile_decode.py --model "$model" --tp "$tp" --batch 1,16 \
     --input-len 1024 --steps 50 --variants "$variant" --out "$OUT/profile-$name" "$@"
 }
-profiles() {  # profiles SUFFIX PDL: the four slices at once, one GPU each
-  profile "8b-tp1$1" 0 llama3-8b 1 compiled:triton "$2" &
-  profile "8b-tp2$1" 1 llama3-8b 2 compiled:triton "$2" &
-  profile "8b-tp4$1" 2 llama3-8b 4 compiled:triton "$2" &
-  profile "dense-tp4$1" 3 "$DENSE" 4 compiled:bmm "$2" --layers "$LAYERS" &
+profiles() {  # profiles SUFFIX PDL [ARGS...]: the four slices at once, one GPU each
+  local suffix=$1 pdl=$2; shift 2
+  profile "8b-tp1$suffix" 0 llama3-8b 1 compiled:triton "$pdl" "$@" &
+  profile "8b-tp2$suffix" 1 llama3-8b 2 compiled:triton "$pdl" "$@" &
+  profile "8b-tp4$suffix" 2 llama3-8b 4 compiled:triton "$pdl" "$@" &
+  profile "dense-tp4$suffix" 3 "$DENSE" 4 compiled:bmm "$pdl" --layers "$LAYERS" "$@" &
   wait
 }
-profiles "" 0
-profiles -pdl 1
 
 # decode NAME GPUS TP MODEL BUILD [KEY=VALUE...]: decode steps, compute alone beside
 decode() {
-  local name=$1 gpus=$2 tp=$3 model=$4 build=$5; shift 5
-  run "decode-$name" 40 100 env CUDA_VISIBLE_DEVICES="$gpus" "${G[@]}" tokens \
+  local name=$1 gpus=$2 tp=$3 model=$4 build=$5 limit=100; shift 5
+  [[ $name == *-at ]] && limit=200  # and its prefill shapes' products too
+  run "decode-$name" 40 "$limit" env CUDA_VISIBLE_DEVICES="$gpus" "${G[@]}" tokens \
     model="$model" tp="$tp" pp=1 batch=1,16 input_len=1024 output_len=64 warmup=1 iters=1 \
     comm_off=true build="$build" results_dir="$OUT/decode" "$@"
 }
 D8=(decode_attention=triton)
 D72=(layers="$LAYERS" decode_attention=bmm)
+if [ "$MODE" = autotune ]; then
+  # max-autotune first (its compilations time every product: the longer step), so a cut
+  # call still has both modes' profiles
+  profiles -at 0 --compile-mode "$AT"
+  profiles "" 0
+  decode dense-tp4 0,1,2,3 4 "$DENSE" round6 "${D72[@]}"
+  decode dense-tp4-at 0,1,2,3 4 "$DENSE" round6-at "${D72[@]}" compile_mode="$AT"
+  decode 8b-tp4 0,1,2,3 4 llama3-8b round6 "${D8[@]}"
+  decode 8b-tp4-at 0,1,2,3 4 llama3-8b round6-at "${D8[@]}" compile_mode="$AT"
+  decode 8b-tp1 0 1 llama3-8b round6 "${D8[@]}" &
+  decode 8b-tp1-at 1 1 llama3-8b round6-at "${D8[@]}" compile_mode="$AT" &
+  wait
+else
+profiles "" 0
+profiles -pdl 1
 decode 8b-tp1 0 1 llama3-8b round6 "${D8[@]}" &
 decode dense-tp1 1 1 "$DENSE" round6 "${D72[@]}" &
 decode 8b-tp2 2,3 2 llama3-8b round6 "${D8[@]}" &
@@ -127,6 +151,7 @@ export TORCHINDUCTOR_ENABLE_PDL=1
 decode dense-tp4-pdl 0,1,2,3 4 "$DENSE" round6-pdl "${D72[@]}"
 decode 8b-tp4-pdl 0,1,2,3 4 llama3-8b round6-pdl "${D8[@]}"
 unset TORCHINDUCTOR_ENABLE_PDL
+fi
 
 # the table (CPU; also runnable elsewhere from OUTDIR alone)
 if [ "$(left)" -gt 5 ]; then
