@@ -47,9 +47,10 @@ from gpulane.record import read_rows  # noqa: E402
 STEP_TARGET = 1.2
 COMPUTE_TARGET = {("llama3-8b", 2): 1.3, ("llama3-8b", 4): 1.6}
 STEP_EXEMPT = {("llama3-8b", 2), ("llama3-8b", 4)}  # issue 32 sets their compute alone
-# builds named BASE-SUFFIX: the compiled path run with TORCHINDUCTOR_ENABLE_PDL=1 (-pdl), or
-# with compile_mode=max-autotune-no-cudagraphs (-at)
-VARIANTS = {"-pdl": "+pdl", "-at": "+autotune"}
+# builds named BASE-SUFFIX: the compiled path run with TORCHINDUCTOR_ENABLE_PDL=1 (-pdl),
+# with compile_mode=max-autotune-no-cudagraphs (-at), or with
+# TORCHINDUCTOR_COORDINATE_DESCENT_TUNING=1 (-cdt)
+VARIANTS = {"-pdl": "+pdl", "-at": "+autotune", "-cdt": "+cdt"}
 
 
 def missed(f: dict[str, Any]) -> list[str]:
@@ -131,7 +132,8 @@ def profile_lines(out: Path) -> list[str]:
         lines += [
             f"# kernels of one decode step ({doc.get('model')}, {layers} layers, TP rank 0 of "
             f"{doc.get('tp', 1)} on one GPU, collectives off, input {doc.get('input_len')}, "
-            f"PDL {'on' if doc.get('pdl') else 'off'}, compile mode {doc.get('compile_mode')}; "
+            f"PDL {'on' if doc.get('pdl') else 'off'}, compile mode {doc.get('compile_mode')}"
+            f"{', coordinate descent tuning' if doc.get('cdt') else ''}; "
             f"profile_decode.py, {path.parent.name})",
             "",
             "| batch | kernels | step ms (graph) | roofline ms | ratio | kernels in the step | "

@@ -8,7 +8,9 @@ code, eager against compiled, one process (the model is built once).
 ``--tp N``: TP rank 0's slices of a TP=N stage on this one GPU, its collectives no-ops (the
 compute alone of `gpulane tokens comm_off=true`), its roofline the bytes of that slice: the
 kernels a GPU of a TP=N step launches, without N GPUs. ``TORCHINDUCTOR_ENABLE_PDL=1`` in the
-environment makes inductor's kernels use programmatic dependent launch (recorded as ``pdl``).
+environment makes inductor's kernels use programmatic dependent launch (recorded as ``pdl``),
+``TORCHINDUCTOR_COORDINATE_DESCENT_TUNING=1`` turns one-row products into tuned reductions
+that take their elementwise neighbours (``cdt``).
 
 A variant is ``eager|compiled:ATTENTION`` (``compile=`` and ``decode_attention=`` of
 `gpulane tokens`). Prints one JSON object (and writes profile.json and kernels-*.txt
@@ -265,6 +267,8 @@ def main() -> int:
         "compile_mode": args.compile_mode,
         "tp": args.tp,
         "pdl": os.environ.get("TORCHINDUCTOR_ENABLE_PDL") == "1",
+        # inductor's coordinate descent tuning (its matrix-vector products: reductions)
+        "cdt": os.environ.get("TORCHINDUCTOR_COORDINATE_DESCENT_TUNING") == "1",
         "decode": [],
         "gemm_only_ms": {},
         "prefill": [],

@@ -31,6 +31,9 @@
 # their elementwise neighbours) beside the default, alternated in the same call: the four
 # profiles in each mode (OUTDIR/profile-*-at, profile-*), then the TP=4 tokens runs of both
 # models, default then autotune (build round6 / round6-at), then TP=1 of the 8B.
+# MODE=cdt: the same with TORCHINDUCTOR_COORDINATE_DESCENT_TUNING=1 alone (default mode
+# otherwise: one-row products become tuned reductions with their norm or SiLU x up
+# inside, 16-row products stay cuBLAS): profiles (-cdt), TP=4 tokens runs (round6-cdt).
 # Step times for the budget, from round 5's steps.log (2x H200): a tokens run 37-51 s, a
 # profile of two variants 24 s, a sweep 14 s.
 # Models are built from their configs with random weights (no network, no checkpoints).
@@ -96,12 +99,12 @@ sweep() {  # sweep RANKS GPUS: the collectives a decode step issues, as CUDA-gra
     results_dir="$OUT/sweep$1"
 }
 sweep 4 0,1,2,3
-[ "$MODE" = autotune ] || sweep 2 0,1  # autotune mode runs no TP=2 step
+[ "$MODE" = pdl ] && sweep 2 0,1  # only MODE=pdl runs a TP=2 step
 
 # profile NAME GPU MODEL TP VARIANT PDL [ARGS...]: one TP rank's kernels, collectives off
 profile() {
   local name=$1 gpu=$2 model=$3 tp=$4 variant=$5 pdl=$6 limit=120; shift 6
-  [[ $name == *-at ]] && limit=240  # max-autotune times every product's candidates
+  [[ $name == *-at || $name == *-cdt ]] && limit=240  # tuning times candidates
   run "profile-$name" 45 "$limit" env CUDA_VISIBLE_DEVICES="$gpu" TORCHINDUCTOR_ENABLE_PDL="$pdl" \
     "$PY" benchmarks/inference/profile_decode.py --model "$model" --tp "$tp" --batch 1,16 \
     --input-len 1024 --steps 50 --variants "$variant" --out "$OUT/profile-$name" "$@"
@@ -118,7 +121,7 @@ profiles() {  # profiles SUFFIX PDL [ARGS...]: the four slices at once, one GPU 
 # decode NAME GPUS TP MODEL BUILD [KEY=VALUE...]: decode steps, compute alone beside
 decode() {
   local name=$1 gpus=$2 tp=$3 model=$4 build=$5 limit=100; shift 5
-  [[ $name == *-at ]] && limit=200  # and its prefill shapes' products too
+  [[ $name == *-at || $name == *-cdt ]] && limit=200  # and the prefill shapes' too
   run "decode-$name" 40 "$limit" env CUDA_VISIBLE_DEVICES="$gpus" "${G[@]}" tokens \
     model="$model" tp="$tp" pp=1 batch=1,16 input_len=1024 output_len=64 warmup=1 iters=1 \
     comm_off=true build="$build" results_dir="$OUT/decode" "$@"
@@ -137,6 +140,15 @@ if [ "$MODE" = autotune ]; then
   decode 8b-tp1 0 1 llama3-8b round6 "${D8[@]}" &
   decode 8b-tp1-at 1 1 llama3-8b round6-at "${D8[@]}" compile_mode="$AT" &
   wait
+elif [ "$MODE" = cdt ]; then
+  export TORCHINDUCTOR_COORDINATE_DESCENT_TUNING=1
+  profiles -cdt 0
+  decode dense-tp4-cdt 0,1,2,3 4 "$DENSE" round6-cdt "${D72[@]}"
+  decode 8b-tp4-cdt 0,1,2,3 4 llama3-8b round6-cdt "${D8[@]}"
+  unset TORCHINDUCTOR_COORDINATE_DESCENT_TUNING
+  profiles "" 0
+  decode dense-tp4 0,1,2,3 4 "$DENSE" round6 "${D72[@]}"
+  decode 8b-tp4 0,1,2,3 4 llama3-8b round6 "${D8[@]}"
 else
 profiles "" 0
 profiles -pdl 1
