@@ -42,14 +42,9 @@ esac
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 cd "$ROOT" || exit 1
-mkdir -p "$OUT" "$TARDIR"
-OUT=$(cd "$OUT" && pwd)
-TARDIR=$(cd "$TARDIR" && pwd)
-out=$OUT  # benchmarks/gpu/env.sh's log() writes to $out/steps.log
 # shellcheck source=../gpu/env.sh
 source benchmarks/gpu/env.sh  # NCCL_NVLS_ENABLE=0 and the other multicast switches
-PY=${PYTHON:-python3}
-G=("$PY" -m gpulane.cli)
+one_call_dirs  # OUT, TARDIR absolute; out (log()'s folder), PY, G
 
 # stamp, left and run (a budgeted step, then after_step): benchmarks/gpu/env.sh
 pack() {  # the tar of what was measured so far: rows.jsonl, config.yaml, topology.json of
@@ -67,16 +62,7 @@ pack() {  # the tar of what was measured so far: rows.jsonl, config.yaml, topolo
 }
 after_step() { pack; }  # the tar rewritten after every step
 
-{
-  echo "date: $(date -u +%FT%TZ)"
-  echo "host: $(hostname)"
-  echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
-  echo "gpus: $GPUS"
-  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
-  nvidia-smi topo -m || true
-  "$PY" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "nccl", torch.cuda.nccl.version())'
-} >"$OUT/machine.txt" 2>&1
-head -7 "$OUT/machine.txt"
+machine_txt "gpus: $GPUS"
 echo "$(stamp) +0s budget ${BUDGET_S}s, gpus $GPUS: $MOE and $HELDOUT ($LAYERS layers)," \
   "splits: ${SPLITS[*]}" | tee "$OUT/steps.log"
 

@@ -21,6 +21,33 @@ step() {  # step NAME TIMEOUT CMD...: run, keep output, go on after a failure
   echo "=== $name: exit $? in $((SECONDS - t0)) s" | tee -a "$out/steps.log"
 }
 
+# For scripts that set $OUT and $TARDIR (one device call): both made and made absolute, and
+# log()'s folder; the interpreter and gpulane's command line as the scripts call them.
+one_call_dirs() {
+  mkdir -p "$OUT" "$TARDIR"
+  OUT=$(cd "$OUT" && pwd)
+  TARDIR=$(cd "$TARDIR" && pwd)
+  out=$OUT
+  PY=${PYTHON:-python3}
+  G=("$PY" -m gpulane.cli)
+}
+
+# $OUT/machine.txt: when, where, which commit, the GPUs and their links, the versions;
+# each argument one more line. Its first lines are printed.
+machine_txt() {
+  {
+    echo "date: $(date -u +%FT%TZ)"
+    echo "host: $(hostname)"
+    echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+    local line
+    for line in "$@"; do echo "$line"; done
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
+    nvidia-smi topo -m || true
+    "$PY" -c 'import torch, triton; print("torch", torch.__version__, "cuda", torch.version.cuda, "nccl", torch.cuda.nccl.version(), "triton", triton.__version__)'
+  } >"$OUT/machine.txt" 2>&1
+  head -7 "$OUT/machine.txt"
+}
+
 # For scripts that set $OUT and BUDGET_S (one device call with a budget): the clock, and a
 # step that is skipped when the budget cannot hold it.
 stamp() { date -u +%H:%M:%S; }

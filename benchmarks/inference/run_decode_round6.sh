@@ -48,14 +48,9 @@ DENSE=${DENSE:-qwen2.5-72b}
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 cd "$ROOT" || exit 1
-mkdir -p "$OUT" "$TARDIR"
-OUT=$(cd "$OUT" && pwd)
-TARDIR=$(cd "$TARDIR" && pwd)
-out=$OUT  # benchmarks/gpu/env.sh's log() writes to $out/steps.log
 # shellcheck source=../gpu/env.sh
 source benchmarks/gpu/env.sh  # NCCL_NVLS_ENABLE=0 and the other multicast switches
-PY=${PYTHON:-python3}
-G=("$PY" -m gpulane.cli)
+one_call_dirs  # OUT, TARDIR absolute; out (log()'s folder), PY, G
 NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 
 # stamp, left and run (a budgeted step, then after_step): benchmarks/gpu/env.sh
@@ -75,15 +70,7 @@ pack() {  # the tar of what was measured so far: rows.jsonl and config.yaml of e
 }
 after_step() { pack; }  # the tar rewritten after every step
 
-{
-  echo "date: $(date -u +%FT%TZ)"
-  echo "host: $(hostname)"
-  echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
-  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
-  nvidia-smi topo -m || true
-  "$PY" -c 'import torch, triton; print("torch", torch.__version__, "cuda", torch.version.cuda, "triton", triton.__version__)'
-} >"$OUT/machine.txt" 2>&1
-head -6 "$OUT/machine.txt"
+machine_txt
 echo "$(stamp) +0s budget ${BUDGET_S}s, $NGPU GPUs: decode llama3-8b and $DENSE ($LAYERS layers)," \
   "TP=1, 2, 4" | tee "$OUT/steps.log"
 if [ "$NGPU" -lt 4 ]; then
