@@ -135,6 +135,7 @@ def _share_server(address: str, pid: int) -> None:
     finds its ranks under)."""
     server = forkserver._forkserver
     server._forkserver_address = address
-    # running already (ensure_running would wait on a process that is not this one's child)
+    # Running already: of what ensure_running does, only its first step is left, starting
+    # the resource tracker (its own would wait on a server that is not this one's child).
     server.ensure_running = resource_tracker.ensure_running  # type: ignore[method-assign]
     forked._SERVERS.add(pid)

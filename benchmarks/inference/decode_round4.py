@@ -46,7 +46,6 @@ from gpulane.record import read_rows  # noqa: E402
 
 STEP_TARGET = 1.2
 COMPUTE_TARGET = {("llama3-8b", 2): 1.3, ("llama3-8b", 4): 1.6}
-STEP_EXEMPT = {("llama3-8b", 2), ("llama3-8b", 4)}  # issue 32 sets their compute alone
 # builds named BASE-SUFFIX: the compiled path run with TORCHINDUCTOR_ENABLE_PDL=1 (-pdl),
 # with compile_mode=max-autotune-no-cudagraphs (-at), or with
 # TORCHINDUCTOR_COORDINATE_DESCENT_TUNING=1 (-cdt)
@@ -57,7 +56,8 @@ def missed(f: dict[str, Any]) -> list[str]:
     """The targets of issue 32 that row ``f`` misses."""
     out = []
     key = (f["model"], f["tp"])
-    if key not in STEP_EXEMPT and f["ratio"] > STEP_TARGET:
+    # where issue 32 sets a target for the compute alone, it sets none for the step
+    if key not in COMPUTE_TARGET and f["ratio"] > STEP_TARGET:
         out.append(f"step {f['ratio']:.2f} > {STEP_TARGET}")
     target, cr = COMPUTE_TARGET.get(key), f["compute_ratio"]
     if target is not None and cr is not None and cr > target:
@@ -230,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     doc = "\n".join(
         [
-            "# decode steps, before (compiled) and after (gemv)",
+            f"# decode steps by kernels (judged against issue 32's targets: {args.judge})",
             "",
             text,
             "",

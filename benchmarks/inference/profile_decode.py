@@ -146,7 +146,7 @@ def kernels_of(fn: Any) -> tuple[dict[str, Any], Any]:
 
 def decode_runs(
     stage: Stage, use: Any, b: int, args: Any, variants: list[list[str]], clen: int, bw: float,
-    texts: dict[str, str], tp: int = 1,
+    texts: dict[str, str],
 ) -> list[dict[str, Any]]:  # fmt: skip
     """Every variant's decode step at batch b, from one prefill's cache."""
     shape, dev = stage.shape, stage.cos.device
@@ -174,7 +174,7 @@ def decode_runs(
         tokens.copy_(torch.argmax(stage.logits(x, res, 1), dim=-1))
         pos.add_(1)
 
-    roof_ms = step_cost(shape, "decode", b, clen, 2, tp=tp).memory_s(bw) * 1e3
+    roof_ms = step_cost(shape, "decode", b, clen, 2, tp=args.tp).memory_s(bw) * 1e3
     found = []
     for kind, att in variants:
         use(kind)
@@ -292,9 +292,7 @@ def main() -> int:
 
             for b in batches:
                 use("eager")
-                out["decode"] += decode_runs(
-                    stage, use, b, args, variants, clen, bw, texts, args.tp
-                )
+                out["decode"] += decode_runs(stage, use, b, args, variants, clen, bw, texts)
                 out["gemm_only_ms"][str(b)] = round(graph_ms(gemms_of(stage, b), args.steps), 3)
                 stage.free_cache()
                 if CUDA:

@@ -137,19 +137,19 @@ elif [ "$MODE" = cdt ]; then
   decode dense-tp4 0,1,2,3 4 "$DENSE" round6 "${D72[@]}"
   decode 8b-tp4 0,1,2,3 4 llama3-8b round6 "${D8[@]}"
 else
-profiles "" 0
-profiles -pdl 1
-decode 8b-tp1 0 1 llama3-8b round6 "${D8[@]}" &
-decode dense-tp1 1 1 "$DENSE" round6 "${D72[@]}" &
-decode 8b-tp2 2,3 2 llama3-8b round6 "${D8[@]}" &
-wait
-decode dense-tp2 0,1 2 "$DENSE" round6 "${D72[@]}"
-decode dense-tp4 0,1,2,3 4 "$DENSE" round6 "${D72[@]}"
-decode 8b-tp4 0,1,2,3 4 llama3-8b round6 "${D8[@]}"
-export TORCHINDUCTOR_ENABLE_PDL=1
-decode dense-tp4-pdl 0,1,2,3 4 "$DENSE" round6-pdl "${D72[@]}"
-decode 8b-tp4-pdl 0,1,2,3 4 llama3-8b round6-pdl "${D8[@]}"
-unset TORCHINDUCTOR_ENABLE_PDL
+  profiles "" 0
+  profiles -pdl 1
+  decode 8b-tp1 0 1 llama3-8b round6 "${D8[@]}" &
+  decode dense-tp1 1 1 "$DENSE" round6 "${D72[@]}" &
+  decode 8b-tp2 2,3 2 llama3-8b round6 "${D8[@]}" &
+  wait
+  decode dense-tp2 0,1 2 "$DENSE" round6 "${D72[@]}"
+  decode dense-tp4 0,1,2,3 4 "$DENSE" round6 "${D72[@]}"
+  decode 8b-tp4 0,1,2,3 4 llama3-8b round6 "${D8[@]}"
+  export TORCHINDUCTOR_ENABLE_PDL=1
+  decode dense-tp4-pdl 0,1,2,3 4 "$DENSE" round6-pdl "${D72[@]}"
+  decode 8b-tp4-pdl 0,1,2,3 4 llama3-8b round6-pdl "${D8[@]}"
+  unset TORCHINDUCTOR_ENABLE_PDL
 fi
 
 # the table (CPU; also runnable elsewhere from OUTDIR alone)
