@@ -73,3 +73,21 @@ run() {
   if declare -F after_step >/dev/null; then after_step; fi
   return 0
 }
+
+# pack_measured NAME: TARDIR/NAME.tar of what OUT measured so far (every file at its top,
+# rows.jsonl and config.yaml of each run, the profiles and kernel tables under profile*/
+# and kernels/; no Parquet copies, rank logs or heartbeats), written whole then renamed,
+# so a call cut mid-way still brings back the last complete tar.
+pack_measured() {
+  local name=$1 base list=/tmp/$1-files.$BASHPID
+  base=$(basename "$OUT")
+  (
+    cd "$(dirname "$OUT")" || exit 1
+    { find "$base" -maxdepth 1 -type f ! -name "$name.tar*"
+      find "$base" -mindepth 2 -type f \( -name rows.jsonl -o -name config.yaml \
+        -o -path "$base/profile*/*" -o -path "$base/kernels/*" \); } >"$list"
+    tar -cf "$TARDIR/$name.tar.tmp.$BASHPID" -T "$list" \
+      && mv "$TARDIR/$name.tar.tmp.$BASHPID" "$TARDIR/$name.tar"
+  )
+  rm -f "$list"
+}

@@ -20,7 +20,8 @@ Reads what `run_decode_round4.sh OUTDIR` left there:
 Per row: step / (roofline + collectives) (target 1.2: the 70B-class model at every TP,
 the 8B at TP=1), compute alone / roofline (the 8B's targets at TP=2 and 4: 1.3 and 1.6),
 the kernels a layer launches (``gemv``: as chosen, ``extra.kernels_per_layer``;
-``compiled``: gpulane.planning.fixed's count) and the per-kernel floor: (compute alone -
+``compiled``: gpulane.planning.fixed's count; ``+fused``, rows with
+``decode_attention=fused``: the profiles' count) and the per-kernel floor: (compute alone -
 roofline) / kernels the step launches. The rows of ``--judge`` (default ``gemv``) are
 judged; exit 1 when one misses a target or nothing was measured (the table is still
 written).
@@ -96,6 +97,9 @@ def figures(out: Path) -> list[dict[str, Any]]:
         for suffix, variant in VARIANTS.items():  # a variant of the compiled path, by build
             if str(r.get("build") or "").endswith(suffix):
                 f["kernels_used"] += variant
+        fused = extra.get("decode_attention") == "fused"  # rotary, cache write, attention
+        if fused:
+            f["kernels_used"] += "+fused"
         f["started"] = str(r.get("started_at") or "")
         co = f.get("compute_only_ms")
         if co is None and int(r["tp"]) == 1:  # one GPU: the step is compute alone
@@ -104,7 +108,9 @@ def figures(out: Path) -> list[dict[str, Any]]:
         f["compute_ratio"] = None if co is None or roof is None else round(co / roof, 3)
         per_layer = extra.get("kernels_per_layer")
         shape = packaged_shape(str(r["model"]))
-        if per_layer is None and shape is not None:
+        # the launch model counts the compiled path's attention kernels, not fused's one:
+        # its count comes from the profiles (profile_decode.py) below the table
+        if per_layer is None and shape is not None and not fused:
             compiled = bool(extra.get("compile"))
             n = stage_launches(shape.with_layers(layers), f["tp"], 1, 0, compiled)[0]
             per_layer = round(n / layers, 1)
@@ -204,7 +210,7 @@ def table(figs: list[dict[str, Any]], judge: str = "gemv") -> tuple[str, bool]:
         lines.append(
             f"| {f['model']} ({f['layers']}) | {f['tp']} | {f['batch']} | {f['kernels_used']} | "
             f"{f['measured_ms']:.3f} | {f['roofline_ms']:.3f} | {coll} | {f['ratio']:.2f} | "
-            f"{co} | {'-' if cr is None else f'{cr:.2f}'} | {f['kernels_per_layer']} | "
+            f"{co} | {'-' if cr is None else f'{cr:.2f}'} | {f['kernels_per_layer'] or '-'} | "
             f"{f.get('floor_us_per_kernel', '-')} |"
         )
     return "\n".join(lines), ok

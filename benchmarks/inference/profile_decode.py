@@ -43,6 +43,7 @@ import torch.nn.functional as F
 from omegaconf import OmegaConf
 
 from gpulane.inference.fused import Fused
+from gpulane.inference.kernels import TRITON_KERNELS
 from gpulane.inference.memory import cache_len
 from gpulane.inference.model import Comm, Init, Stage, StepInput
 from gpulane.inference.roofline import step_cost
@@ -106,7 +107,7 @@ def group_of(name: str) -> str:
     n = name.lower()
     if any(k in n for k in ("gemm", "gemv", "cutlass", "sm90_xmma", "nvjet", "splitk")):
         return "matrix products"
-    if any(k in n for k in ("fmha", "flash", "attention", "efficient", "_split_kernel", "_merge_kernel")):  # fmt: skip
+    if any(k in n for k in ("fmha", "flash", "attention", "efficient", "_split_kernel", "_merge_kernel", "_attend_kernel")):  # fmt: skip
         return "attention"
     return "other"
 
@@ -168,7 +169,7 @@ def decode_runs(
 
     def step() -> None:
         mask.index_fill_(3, pos, 0)
-        lengths = (pos + 1).expand(b) if attention[0] == "triton" else None
+        lengths = (pos + 1).expand(b) if attention[0] in TRITON_KERNELS else None
         st = StepInput(rows, 1, pos, mask, attention[0], lengths)
         x, res = stage.forward(tokens, None, st)
         tokens.copy_(torch.argmax(stage.logits(x, res, 1), dim=-1))

@@ -54,20 +54,7 @@ one_call_dirs  # OUT, TARDIR absolute; out (log()'s folder), PY, G
 NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 
 # stamp, left and run (a budgeted step, then after_step): benchmarks/gpu/env.sh
-pack() {  # the tar of what was measured so far: rows.jsonl and config.yaml of each run,
-  # every file at the top, the profiles (not the Parquet copies, rank logs, heartbeats)
-  local base list=/tmp/round6-files.$BASHPID
-  base=$(basename "$OUT")
-  (
-    cd "$(dirname "$OUT")" || exit 1
-    { find "$base" -maxdepth 1 -type f ! -name 'decode-round6.tar*'
-      find "$base" -mindepth 2 -type f \( -name rows.jsonl -o -name config.yaml \
-        -o -path "$base/profile*/*" \); } >"$list"
-    tar -cf "$TARDIR/decode-round6.tar.tmp.$BASHPID" -T "$list" \
-      && mv "$TARDIR/decode-round6.tar.tmp.$BASHPID" "$TARDIR/decode-round6.tar"
-  )
-  rm -f "$list"
-}
+pack() { pack_measured decode-round6; }  # benchmarks/gpu/env.sh
 after_step() { pack; }  # the tar rewritten after every step
 
 machine_txt
@@ -156,7 +143,8 @@ fi
 if [ "$(left)" -gt 5 ]; then
   timeout 60 "$PY" benchmarks/inference/decode_round4.py "$OUT" --judge compiled \
     --md "$OUT/decode-round6.md" --rows "$OUT/decode-round6.jsonl" >"$OUT/decode-round6.txt" 2>&1
-  echo "$(stamp) +${SECONDS}s table: exit $? (1: a target missed)" | tee -a "$OUT/steps.log"
+  rc=$?  # before $(stamp), which sets $? again
+  echo "$(stamp) +${SECONDS}s table: exit $rc (1: a target missed)" | tee -a "$OUT/steps.log"
 fi
 pack
 echo "== done in ${SECONDS} s: $TARDIR/decode-round6.tar"

@@ -175,7 +175,7 @@ class TokensConfig(CommonConfig):
     prefill_graph: bool = True
     """Time prefills as CUDA-graph replays too (GPUs, pp=1)"""
     decode_attention: str = "bmm"
-    """Decode attention: bmm, triton, efficient, cudnn, math or any"""
+    """Decode attention: bmm, triton, fused, efficient, cudnn, math or any"""
     compile: Switch = "auto"  # auto (on GPUs), true or false: gpulane.inference.fused
     """Fuse elementwise chains with torch.compile: auto (on GPUs), true or false"""
     compile_mode: str = "default"

@@ -9,7 +9,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from gpulane.inference.kernels import attention_kernels
+from gpulane.inference.kernels import TRITON_KERNELS, attention_kernels
 
 
 def prefill_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
@@ -40,13 +40,18 @@ def decode_attention(
     kv_heads blocks and takes longer than the three. Otherwise scaled_dot_product_attention
     restricted to the named kernels (:mod:`gpulane.inference.kernels`). ``triton``: two
     kernels that read only each sequence's first ``lengths`` positions (the mask must then
-    be a prefix: lengths are counted from it when not given)."""
-    if kernels == "triton":
+    be a prefix: lengths are counted from it when not given); ``fused``: the same in one
+    kernel (:mod:`gpulane.inference.fused_attention`)."""
+    if kernels in TRITON_KERNELS:
+        if lengths is None:
+            assert mask is not None, f"decode_attention={kernels} needs lengths or a mask"
+            lengths = (mask.reshape(mask.shape[0], -1) == 0).sum(-1)
+        if kernels == "fused":
+            from gpulane.inference.fused_attention import fused_decode_attention
+
+            return fused_decode_attention(q, k, v, lengths)
         from gpulane.inference.triton_attention import decode_attention_triton
 
-        if lengths is None:
-            assert mask is not None, "decode_attention=triton needs lengths or a mask"
-            lengths = (mask.reshape(mask.shape[0], -1) == 0).sum(-1)
         return decode_attention_triton(q, k, v, lengths)
     if kernels == "bmm":
         n, kvh, g, d = q.shape

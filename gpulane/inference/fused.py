@@ -123,6 +123,21 @@ def attn_in_decode(
     return residual, q[:, 0]
 
 
+def qkv_decode(
+    x: torch.Tensor,
+    residual: torch.Tensor,
+    norm_w: torch.Tensor,
+    w_qkv: torch.Tensor,
+    b_qkv: torch.Tensor | None,
+    eps: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(residual, qkv [n, (heads + 2 kv_heads) d]) un-roped: ``decode_attention=fused``
+    ropes q and k and writes the cache inside its one attention kernel."""
+    residual = x + residual
+    h = F.rms_norm(residual, (residual.shape[-1],), norm_w, eps)
+    return residual, F.linear(h, w_qkv, b_qkv)
+
+
 def masked_attention(q: torch.Tensor, cache: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """q [n, heads, d] over the whole cache [2, n, kv_heads, cache_len, d] under the
     additive mask [n, 1, 1, cache_len]: [n, heads * d]. Two batched products around one
@@ -189,6 +204,7 @@ def add_norm(
 FUNCTIONS: dict[str, Callable[..., Any]] = {
     "attn_in_prefill": attn_in_prefill,
     "attn_in_decode": attn_in_decode,
+    "qkv_decode": qkv_decode,
     "attn_block_decode": attn_block_decode,
     "mlp_block": mlp_block,
     "add_norm": add_norm,

@@ -10,6 +10,9 @@ from typing import Any
 ATTENTION_BACKENDS: dict[str, list[str] | None] = {
     "bmm": [],
     "triton": [],  # gpulane.inference.triton_attention: split-K flash decoding, GPUs
+    # gpulane.inference.fused_attention: the same in one kernel, with the rotary and the
+    # cache write inside in the compiled step, GPUs
+    "fused": [],
     "efficient": ["EFFICIENT_ATTENTION", "MATH"],
     "cudnn": ["CUDNN_ATTENTION", "MATH"],
     "math": ["MATH"],
@@ -17,12 +20,15 @@ ATTENTION_BACKENDS: dict[str, list[str] | None] = {
 }
 
 
+# the choices that are triton kernels of gpulane's own: they take the live lengths
+TRITON_KERNELS = ("triton", "fused")
+
 # torch.compile modes that leave CUDA graphs to gpulane's own capture (gpulane.inference.fused)
 COMPILE_MODES = ("default", "max-autotune-no-cudagraphs")
 
 
 def triton_attention_fits(head_dim: int) -> bool:
-    """Whether decode_attention=triton takes this head dimension (a power of two >= 16:
+    """Whether decode_attention=triton or fused takes this head dimension (a power of two >= 16:
     tl.arange and tl.dot want it)."""
     return head_dim >= 16 and head_dim & (head_dim - 1) == 0
 

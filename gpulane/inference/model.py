@@ -275,6 +275,19 @@ class Layer:
                 "attn_block_decode", x, residual, norm, self.w_qkv, self.b_qkv, cos, sin,
                 cache, step.pos, step.mask, self.w_o, heads, kvh, RMS_EPS,
             )  # fmt: skip
+        elif step.attention == "fused":  # rotary, cache write and attention: one kernel
+            from gpulane.inference.fused_attention import fused_decode_attention
+
+            assert step.lengths is not None, "decode_attention=fused needs the live lengths"
+            residual, qkv = f("qkv_decode", x, residual, norm, self.w_qkv, self.b_qkv, RMS_EPS)
+            n, d, q_size = qkv.shape[0], s.head_dim, s.q_size
+            q = qkv[:, :q_size].view(n, kvh, heads // kvh, d)
+            k_new = qkv[:, q_size : q_size + s.kv_size].view(n, kvh, d)
+            v_new = qkv[:, q_size + s.kv_size :].view(n, kvh, d)
+            out = fused_decode_attention(
+                q, cache[0], cache[1], step.lengths, k_new, v_new, cos, sin
+            )
+            attn = F.linear(out.reshape(n, q_size), self.w_o)
         else:  # decode attention outside the compiled functions (SDPA kernels)
             residual, q = f(
                 "attn_in_decode", x, residual, norm, self.w_qkv, self.b_qkv, cos, sin,

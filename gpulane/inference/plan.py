@@ -11,7 +11,12 @@ from typing import Any
 from gpulane.config.commands import TokensConfig
 from gpulane.errors import InputError, MissingComponent
 from gpulane.inference.batching import configs
-from gpulane.inference.kernels import ATTENTION_BACKENDS, COMPILE_MODES, triton_attention_fits
+from gpulane.inference.kernels import (
+    ATTENTION_BACKENDS,
+    COMPILE_MODES,
+    TRITON_KERNELS,
+    triton_attention_fits,
+)
 from gpulane.inference.memory import OVERHEAD_BYTES, GiB, cache_len, check_fits
 from gpulane.inference.shapes import ModelShape, dtype_bytes, shape_from_config
 from gpulane.inference.sharding import check_parallel
@@ -80,16 +85,16 @@ def resolve(cfg: TokensConfig, gpus: int) -> tuple[ModelShape, int, int, int, st
             )
     check_parallel(shape, tp, pp)
     dtype_bytes(str(cfg.dtype))
-    if kernels == "triton":
+    if kernels in TRITON_KERNELS:
         if device != "cuda" and not os.environ.get("TRITON_INTERPRET"):
             raise InputError(
-                "decode_attention=triton needs a GPU (or TRITON_INTERPRET=1, triton's slow "
+                f"decode_attention={kernels} needs a GPU (or TRITON_INTERPRET=1, triton's slow "
                 "interpreter); use decode_attention=bmm on CPUs"
             )
         if not triton_attention_fits(shape.head_dim):
             raise InputError(
-                f"decode_attention=triton needs a power-of-two head_dim >= 16; {shape.name} has "
-                f"{shape.head_dim}: use decode_attention=bmm"
+                f"decode_attention={kernels} needs a power-of-two head_dim >= 16; {shape.name} "
+                f"has {shape.head_dim}: use decode_attention=bmm"
             )
     return shape, full.num_layers, tp, pp, device
 

@@ -159,3 +159,32 @@ def test_round4_table_sets_before_and_after_side_by_side(tmp_path: Path) -> None
     lines = [x for x in done.stdout.splitlines() if x.startswith("| llama3-8b (32) | 2 | 1 |")]
     assert [x.split("|")[4].strip() for x in lines] == ["compiled", "gemv", "gemv failed"]
     assert "- llama3-8b TP=2: RuntimeError: no" in done.stdout
+
+
+def test_round7_table_names_the_fused_rows_and_judges_them(tmp_path: Path) -> None:
+    """decode_round4.py on round 7's committed rows (2x H100): the fused rows are their own
+    kernels (``compiled+fused``, no launch count of the model's: the profiles give it),
+    they are the judged ones (a target missed: exit 1), and the profiles below the table
+    show fused's step launching fewer kernels than triton's."""
+    out = BENCH / "h100x2-round7"
+    md = tmp_path / "t.md"
+    done = _run(str(BENCH / "decode_round4.py"), str(out), "--judge", "compiled+fused",
+                "--md", str(md), "--rows", str(tmp_path / "r.jsonl"))  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert md.read_text() == (out / "decode-round7.md").read_text()
+    figs = [json.loads(x) for x in (tmp_path / "r.jsonl").read_text().splitlines()]
+    kinds = {f["kernels_used"] for f in figs}
+    assert kinds == {"compiled", "compiled+fused"}
+    for f in figs:
+        fused = f["kernels_used"] == "compiled+fused"
+        assert (f["kernels_per_layer"] is None) == fused
+        assert f["variant"].endswith(":fused") == fused  # the rows' own decode_attention
+    lines = md.read_text().splitlines()
+    row = next(x for x in lines if x.startswith("| llama3-8b (32) | 1 | 16 | compiled+fused |"))
+    assert row.split("|")[11].strip() == "-"
+    counts = {
+        x.split("|")[2].strip(): int(x.split("|")[6])
+        for x in lines
+        if x.startswith("| 1 | compiled:") and "failed" not in x
+    }
+    assert counts["compiled:fused"] < counts["compiled:triton"]

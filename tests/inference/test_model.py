@@ -8,7 +8,7 @@ from pathlib import Path
 import torch
 
 from gpulane.inference.attention import decode_attention
-from gpulane.inference.kernels import ATTENTION_BACKENDS, attention_kernels
+from gpulane.inference.kernels import ATTENTION_BACKENDS, TRITON_KERNELS, attention_kernels
 from gpulane.inference.model import _rope, rope_tables
 from tests.helpers import gpulane
 
@@ -56,7 +56,7 @@ def test_unknown_decode_attention_is_one_error_before_any_rank(tmp_path: Path) -
     )
     assert out.returncode == 2
     assert out.stderr.strip() == (
-        "gpulane: error: decode_attention: expected one of bmm, triton, efficient, cudnn, "
+        "gpulane: error: decode_attention: expected one of bmm, triton, fused, efficient, cudnn, "
         "math, any, got 'flash'"
     )
     assert not list(tmp_path.iterdir())  # no run directory, no rank started
@@ -73,7 +73,7 @@ def test_every_decode_attention_gives_masked_softmax_attention() -> None:
     scores = torch.einsum("nhgd,nhsd->nhgs", q.double(), k.double()) / d**0.5
     want = torch.einsum("nhgs,nhsd->nhgd", torch.softmax(scores + mask.double(), -1), v.double())
     for name in ATTENTION_BACKENDS:  # the SDPA lists end in MATH, which CPUs have
-        if name == "triton":  # GPUs, or triton's interpreter: test_triton_attention.py
+        if name in TRITON_KERNELS:  # GPUs, or triton's interpreter: test_triton_attention.py
             continue
         got = decode_attention(q, k, v, mask, name)
         torch.testing.assert_close(got.double(), want, atol=1e-5, rtol=1e-5, msg=name)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from gpulane.inference.kernels import TRITON_KERNELS
 from gpulane.inference.runner.graphs import Graphs, Timer
 from gpulane.inference.runner.groups import ProcessGroups
 
@@ -58,7 +59,7 @@ class Decode(ProcessGroups, Graphs):
         def run() -> None:
             st["mask"].index_fill_(3, st["pos"], 0)
             # every sequence of a batch is at the same position: pos + 1 live positions
-            lengths = (st["pos"] + 1).expand(st["n"]) if kernels == "triton" else None
+            lengths = (st["pos"] + 1).expand(st["n"]) if kernels in TRITON_KERNELS else None
             step = StepInput(
                 rows=st["rows"], seq_len=1, pos=st["pos"], mask=st["mask"], attention=kernels,
                 lengths=lengths,
