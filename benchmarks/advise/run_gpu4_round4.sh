@@ -105,7 +105,8 @@ done
 if [ "$(left)" -gt 5 ]; then
   timeout 30 "$PY" benchmarks/advise/heldout4.py "$OUT" --dense '' --gpus "$GPUS" \
     --md "$OUT/heldout4.md" --rows "$OUT/heldout4.jsonl" >"$OUT/heldout4.txt" 2>&1
-  echo "$(stamp) +${SECONDS}s table: exit $? (1: a figure or pick missed)" | tee -a "$OUT/steps.log"
+  rc=$?  # before $(stamp), which sets $? again
+  echo "$(stamp) +${SECONDS}s table: exit $rc (1: a figure or pick missed)" | tee -a "$OUT/steps.log"
 fi
 pack
 echo "== done in ${SECONDS} s: $TARDIR/round4.tar"
