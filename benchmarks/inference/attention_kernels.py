@@ -24,6 +24,8 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+import copy_bw  # beside this script, as profile_decode.py imports it
+import profile_decode
 import torch
 import torch.nn.functional as F
 
@@ -38,48 +40,10 @@ SHAPES = [(64, 4, 264), (64, 2, 264), (32, 2, 264), (64, 2, 128), (64, 4, 128), 
           (64, 2, 528), (32, 4, 528)]  # fmt: skip
 
 
-def graph_us(fn: Any, calls: int, cuda: bool, replays: int = 20) -> float:
-    """Microseconds per call of fn() captured ``calls`` times in one graph (fn(i) gets i)."""
-    if not cuda:
-        for i in range(calls):
-            fn(i)
-        return 0.0
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for i in range(calls):  # warm: compiles, allocates the tickets outside the capture
-            fn(i)
-    torch.cuda.current_stream().wait_stream(stream)
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for i in range(calls):
-            fn(i)
-    g.replay()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(replays):
-        g.replay()
-    end.record()
-    torch.cuda.synchronize()
-    return 1e3 * start.elapsed_time(end) / (replays * calls)
-
-
-def copy_gbps(dev: torch.device) -> float:
-    n = 1 << 30
-    a = torch.empty(n, dtype=torch.uint8, device=dev)
-    b = torch.empty_like(a)
-    for _ in range(3):
-        b.copy_(a)
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(10):
-        b.copy_(a)
-    end.record()
-    torch.cuda.synchronize()
-    return 2 * n * 10 / (start.elapsed_time(end) / 1e3) / 1e9
+def graph_us(fn: Any, calls: int, replays: int = 20) -> float:
+    """Microseconds per call of fn(i), i = 0..calls-1, all captured in one CUDA graph and
+    replayed (profile_decode.py's graph_ms: warmed on a side stream first)."""
+    return 1e3 * profile_decode.graph_ms(lambda: [fn(i) for i in range(calls)], replays) / calls
 
 
 def cases(cuda: bool) -> list[dict[str, Any]]:
@@ -130,7 +94,7 @@ def attention_rows(c: dict[str, Any], args: Any, dev: torch.device, gbps: float)
     times: dict[str, list[float]] = {k: [] for k in variants}
     for _ in range(args.rounds):
         for name, (fn, _, _) in variants.items():
-            times[name].append(graph_us(fn, layers, dev.type == "cuda"))
+            times[name].append(graph_us(fn, layers, args.replays))
     # the cache a call reads: k and v of the live positions of every sequence and KV head
     cache_bytes = 2 * n * kvh * live * D * 2
     roof_us = cache_bytes / (gbps * 1e9) * 1e6 if gbps else 0.0
@@ -162,7 +126,7 @@ def product_rows(args: Any, dev: torch.device) -> list[dict]:
                 for allow in (True, False):
                     matmul.allow_bf16_reduced_precision_reduction = allow
                     got[allow].append(
-                        graph_us(lambda i, x=x, ws=ws: F.linear(x, ws[i]), len(ws), True)
+                        graph_us(lambda i, x=x, ws=ws: F.linear(x, ws[i]), len(ws), args.replays)
                     )
             matmul.allow_bf16_reduced_precision_reduction = True
             for allow, ts in got.items():
@@ -177,7 +141,7 @@ def table(rows: list[dict], gbps: float) -> str:
     lines = [f"# decode attention kernels alone (us per call, CUDA-graph replays; copy rate "
              f"{gbps:.0f} GB/s; attention_kernels.py)", "",
              "| model | TP | batch | KV heads | roofline us | triton (2 kernels) | fused, attend only "
-             "(best launch) | fused with rope + cache write (best launch) | fused, default launch "
+             "(best launch) | fused with rope + cache write (best launch) | fused, the launch rule "
              "| best / triton |", "|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     keys = sorted({(r["model"], r["tp"], r["batch"]) for r in rows if "variant" in r})
     for model, tp, batch in keys:
@@ -206,13 +170,17 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--layers", type=int, default=24, help="caches a graph cycles through")
+    ap.add_argument("--replays", type=int, default=20, help="graph replays timed a round")
     ap.add_argument("--device", default="cuda", help="cpu: a dry run (TRITON_INTERPRET=1)")
     args = ap.parse_args()
     cuda = args.device == "cuda"
     dev = torch.device("cuda", 0) if cuda else torch.device("cpu")
     if not cuda:
-        args.layers, args.rounds = 2, 1
-    gbps = copy_gbps(dev) if cuda else 0.0
+        args.layers, args.rounds, args.replays = 2, 1, 1
+    profile_decode.CUDA = cuda  # its graph_ms times on the host clock for a dry run
+    gbps = (
+        float(copy_bw.measure(dev, iters=10)["copy_gbps_read_plus_write_median"]) if cuda else 0.0
+    )  # type: ignore[arg-type]
     rows: list[dict] = []
     with torch.inference_mode():
         for c in cases(cuda):
