@@ -100,6 +100,8 @@ def figures(out: Path) -> list[dict[str, Any]]:
         fused = extra.get("decode_attention") == "fused"  # rotary, cache write, attention
         if fused:
             f["kernels_used"] += "+fused"
+        if int(extra.get("l2_prefetch_mib") or 0):  # weights read ahead into L2
+            f["kernels_used"] += f"+pf{int(extra['l2_prefetch_mib'])}"
         f["started"] = str(r.get("started_at") or "")
         co = f.get("compute_only_ms")
         if co is None and int(r["tp"]) == 1:  # one GPU: the step is compute alone
