@@ -9,9 +9,9 @@ Each case is one weight of a TP rank's slice (the 8B at TP=1 and 4, the 72B at T
 product with one row. A CUDA graph runs, for each of ``copies`` weights (more bytes than
 L2 holds, as a step's layers are): a window of ``torch.cuda._sleep`` (the stand-in for
 attention, RMSNorm or an all-reduce: DRAM idle), then the product; with a budget, the
-side stream prefetches the weight's head as the window opens. The figure is microseconds
-per (window + product), minus the window alone, the median of ``--rounds`` rounds that
-alternate the budgets; the roofline is the weight's bytes over the measured copy rate.
+side stream prefetches the weight's head as the window opens, issued by each of
+``l2_prefetch.LAUNCHES``. The figure is microseconds per (window + product), minus the
+window alone, the median of ``--rounds`` rounds that alternate the order; the roofline is the weight's bytes over the measured copy rate.
 Prints JSON lines; writes prefetch.jsonl under --out.
 """
 
@@ -28,7 +28,7 @@ import profile_decode  # beside this script: its graph timer
 import torch
 import torch.nn.functional as F
 
-from gpulane.inference.l2_prefetch import L2Prefetch, MiB
+from gpulane.inference.l2_prefetch import DEFAULT, LAUNCHES, L2Prefetch, Launch, MiB
 
 # (case, out features, in features): one TP rank's weights
 WEIGHTS = [
@@ -39,7 +39,7 @@ WEIGHTS = [
     ("72b-tp4 qkv", 2560, 8192), ("72b-tp4 o_proj", 8192, 2048),
 ]  # fmt: skip
 WINDOWS_US = [0, 3, 10]
-BUDGETS_MIB = [0, 4, 8, 16, 32]
+BUDGETS_MIB = [0, 4, 8, 16]
 
 
 def sleep_cycles_per_us() -> float:
@@ -62,14 +62,14 @@ def case_rows(
     ws = [torch.randn(n, k, device=dev, dtype=dt) for _ in range(copies)]
     x = torch.randn(1, k, device=dev, dtype=dt)
 
-    def body(window_us: float, budget: int) -> Any:
-        pf = L2Prefetch(budget, dry=not cuda) if budget else None
+    def body(window_us: float, budget: int, how: Launch) -> Any:
+        pf = L2Prefetch(budget, how=how, dry=not cuda) if budget else None
         cycles = int(window_us * per_us)
 
         def fn() -> None:
             for w in ws:
                 if pf is not None:
-                    pf.ahead("w", w)
+                    pf.ahead("o", "w", w)
                 if cuda and cycles:
                     torch.cuda._sleep(cycles)
                 F.linear(x, w)
@@ -82,22 +82,23 @@ def case_rows(
         cycles = int(window_us * per_us)
         return lambda: [torch.cuda._sleep(cycles) for _ in ws] if cuda and cycles else None
 
-    timed: dict[tuple[float, int], list[float]] = {}
+    timed: dict[tuple[float, int, str], list[float]] = {}
+    todo = [(0, DEFAULT)] + [(mib, how) for mib in BUDGETS_MIB if mib for how in LAUNCHES.values()]
     for r in range(args.rounds):
         for window in WINDOWS_US:
             base = 1e3 * profile_decode.graph_ms(alone(window), args.replays) / copies
-            budgets = BUDGETS_MIB if r % 2 == 0 else BUDGETS_MIB[::-1]
-            for mib in budgets:
-                us = 1e3 * profile_decode.graph_ms(body(window, mib * MiB), args.replays) / copies
-                timed.setdefault((window, mib), []).append(us - base)
+            for mib, how in todo if r % 2 == 0 else todo[::-1]:
+                fn = body(window, mib * MiB, how)
+                us = 1e3 * profile_decode.graph_ms(fn, args.replays) / copies
+                timed.setdefault((window, mib, how.name if mib else "-"), []).append(us - base)
     rows = []
     roof = nbytes / (gbps * 1e3)
-    for (window, mib), vals in sorted(timed.items()):
+    for (window, mib, how_name), vals in sorted(timed.items()):
         us = statistics.median(vals)
-        off = statistics.median(timed[(window, 0)])
+        off = statistics.median(timed[(window, 0, "-")])
         rows.append({
             "case": name, "n": n, "k": k, "mib": round(nbytes / MiB, 2), "copies": copies,
-            "window_us": window, "budget_mib": mib, "product_us": round(us, 2),
+            "window_us": window, "budget_mib": mib, "launch": how_name, "product_us": round(us, 2),
             "saved_us": round(off - us, 2), "roofline_us": round(roof, 2),
             "over_roofline": round(us / roof, 3), "rounds": vals,
         })  # fmt: skip

@@ -12,8 +12,9 @@ environment makes inductor's kernels use programmatic dependent launch (recorded
 ``TORCHINDUCTOR_COORDINATE_DESCENT_TUNING=1`` turns one-row products into tuned reductions
 that take their elementwise neighbours (``cdt``).
 
-A variant is ``eager|compiled:ATTENTION[:pfMIB]`` (``compile=``, ``decode_attention=`` and
-``l2_prefetch=`` of `gpulane tokens`). Prints one JSON object (and writes profile.json and kernels-*.txt
+A variant is ``eager|compiled:ATTENTION[:pfMIB[-WINDOWS][@LAUNCH]]`` (``compile=``,
+``decode_attention=`` and ``l2_prefetch=`` of `gpulane tokens`; the prefetch's windows and
+launch: :func:`prefetcher`). Prints one JSON object (and writes profile.json and kernels-*.txt
 under --out):
 
 - ``decode``: per batch and variant, ``step_ms`` (a decode step replayed from a CUDA graph,
@@ -44,7 +45,7 @@ from omegaconf import OmegaConf
 
 from gpulane.inference.fused import Fused
 from gpulane.inference.kernels import TRITON_KERNELS
-from gpulane.inference.l2_prefetch import L2Prefetch, MiB
+from gpulane.inference.l2_prefetch import DEFAULT, LAUNCHES, L2Prefetch, MiB
 from gpulane.inference.memory import cache_len
 from gpulane.inference.model import Comm, Init, Stage, StepInput
 from gpulane.inference.roofline import step_cost
@@ -182,11 +183,11 @@ def decode_runs(
     for kind, att, *more in variants:
         use(kind)
         attention[0] = att
-        mib = int(more[0].removeprefix("pf")) if more else 0
-        prefetch[0] = L2Prefetch(mib * MiB, dry=not CUDA) if mib else None
         name = ":".join([kind, att, *more])
         reset()
         try:
+            prefetch[0] = prefetcher(more[0]) if more else None
+            mib = prefetch[0].budget // MiB if prefetch[0] else 0
             t0 = time.perf_counter()
             step()  # compiles, where compiled, each shape once
             sync()
@@ -210,6 +211,19 @@ def decode_runs(
         print(json.dumps({k: v for k, v in found[-1].items() if k != "kernels"}), flush=True)
     use("eager")
     return found
+
+
+def prefetcher(spec: str) -> L2Prefetch:
+    """``pfMIB[-WINDOW.WINDOW...][@LAUNCH]``: l2_prefetch=MIB, in those windows only (all by
+    default), issued as the named launch (``l2_prefetch.LAUNCHES``; its default by default)."""
+    spec, _, how = spec.partition("@")
+    mib, _, windows = spec.removeprefix("pf").partition("-")
+    return L2Prefetch(
+        int(mib) * MiB,
+        how=LAUNCHES[how] if how else DEFAULT,
+        windows=frozenset(windows.split(".")) if windows else None,
+        dry=not CUDA,
+    )
 
 
 def gemms_of(stage: Stage, b: int) -> Any:

@@ -15,7 +15,8 @@
 #  1. machine.txt, copy_bw.json (the roofline's copy rate);
 #  2. l2_prefetch.py on GPU 0 (one-row products after an idle window, by budget); beside
 #     it, profile_decode.py of TP rank 0's slice (collectives off) of the 8B at TP=1, 2 and
-#     4 on GPUs 1-3, fused without and with 8, 16 and 32 MiB, alternated;
+#     4 on GPUs 1-3, fused without and with 8, 16 and 32 MiB, three launches of 16 MiB
+#     and 16 MiB in the qkv and gate_up windows alone, the plain step first and last;
 #  3. the profiles of qwen2.5-72b (8 of 80 layers) at TP=1 and 4, and `gpulane tokens` of
 #     the 8B at TP=1 (fused on GPU 2 beside fused + PF MiB on GPU 3, then swapped).
 # MODE=tp4 (the 4-GPU kind): the all_reduce / all_gather sweeps at 4 and 2 ranks; `gpulane
@@ -74,7 +75,7 @@ sweep() {  # sweep NAME GPUS RANKS: the collectives the advisor and the table re
     sizes.min=4K sizes.max=16M warmup=3 iters=10 ranks="$3" device=cuda progress=false \
     results_dir="$OUT/$1"
 }
-V=compiled:fused,compiled:fused:pf16,compiled:fused:pf8,compiled:fused:pf32,compiled:fused,compiled:fused:pf16
+V=compiled:fused,compiled:fused:pf16,compiled:fused:pf16@bulk16kx128w4,compiled:fused:pf16@line128bx256w2,compiled:fused:pf16-qkv.gate_up,compiled:fused:pf8,compiled:fused:pf32,compiled:fused
 P=(l2_prefetch="$PF")
 L=(layers="$LAYERS")
 

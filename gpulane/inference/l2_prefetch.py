@@ -33,10 +33,43 @@ from typing import Any
 import torch
 
 MiB = 1 << 20
-# bytes per bulk prefetch instruction (a multiple of 16, as the instruction wants); one
-# thread issues each, so 16 KiB keeps a 32 MiB prefetch at 2048 instructions
-CHUNK = 16384
-PER_PROGRAM = 128  # chunks per program: one per thread of four warps
+
+
+@dataclass(frozen=True)
+class Launch:
+    """How a prefetch is issued: ``chunk`` bytes per instruction (a bulk prefetch of that
+    size, or with ``bulk=False`` one ``prefetch.global.L2`` per 128-byte line), ``per``
+    instructions per program, ``warps`` per program. Many small programs spread the
+    prefetch over many SMs, each issuing a few instructions."""
+
+    chunk: int = 4096
+    per: int = 32
+    warps: int = 1
+    bulk: bool = True
+
+    @property
+    def name(self) -> str:
+        kind = "bulk" if self.bulk else "line"
+        return f"{kind}{self.chunk // 1024 or self.chunk}{'k' if self.chunk >= 1024 else 'b'}x{self.per}w{self.warps}"
+
+
+# round 8's launches (benchmarks/inference/l2_prefetch.py, 4x H100): the first one kept
+LAUNCHES = {
+    x.name: x
+    for x in (
+        Launch(),
+        Launch(16384, 128, 4),
+        Launch(8192, 32, 1),
+        Launch(2048, 32, 1),
+        Launch(128, 256, 2, bulk=False),
+    )
+}
+DEFAULT = Launch()
+CHUNK = DEFAULT.chunk
+# where a layer prefetches, named after the product that follows the window: qkv (after
+# down's all-reduce, or the embedding; the LM head after the last layer), o (attention),
+# gate_up (o_proj's reduction, all-reduce, RMSNorm), down (SiLU x up)
+WINDOWS = ("qkv", "o", "gate_up", "down")
 MIN_CAPABILITY = (9, 0)  # the bulk prefetch is Hopper's TMA
 
 
@@ -72,20 +105,26 @@ def _kernel() -> Any:
         import triton.language as tl
 
         @triton.jit
-        def _prefetch_l2(base, n_chunks, last_bytes, CHUNK: tl.constexpr, PER: tl.constexpr):
+        def _prefetch_l2(
+            base, n_chunks, last_bytes, CHUNK: tl.constexpr, PER: tl.constexpr, BULK: tl.constexpr
+        ):
             i = tl.program_id(0) * PER + tl.arange(0, PER)
             size = tl.where(i == n_chunks - 1, last_bytes, CHUNK)
             addr = base + i.to(tl.int64) * CHUNK
-            # one bulk prefetch per thread; the asm has effects (is_pure=False), so it stays
-            tl.inline_asm_elementwise(
-                "{ .reg .pred p; .reg .u64 g; setp.ne.s32 p, $3, 0; cvta.to.global.u64 g, $1; "
-                "@p cp.async.bulk.prefetch.L2.global [g], $2; mov.u32 $0, 0; }",
-                "=r,l,r,r",
-                [addr, size, (i < n_chunks).to(tl.int32)],
-                dtype=tl.int32,
-                is_pure=False,
-                pack=1,
-            )
+            live = (i < n_chunks).to(tl.int32)
+            # one instruction per thread; the asm has effects (is_pure=False): it is kept
+            if BULK:
+                tl.inline_asm_elementwise(
+                    "{ .reg .pred p; .reg .u64 g; setp.ne.s32 p, $3, 0; cvta.to.global.u64 g, $1; "
+                    "@p cp.async.bulk.prefetch.L2.global [g], $2; mov.u32 $0, 0; }",
+                    "=r,l,r,r", [addr, size, live], dtype=tl.int32, is_pure=False, pack=1,
+                )  # fmt: skip
+            else:  # one 128-byte line per instruction (size unused)
+                tl.inline_asm_elementwise(
+                    "{ .reg .pred p; .reg .u64 g; setp.ne.s32 p, $3, 0; cvta.to.global.u64 g, $1; "
+                    "@p prefetch.global.L2 [g]; mov.u32 $0, $2; }",
+                    "=r,l,r,r", [addr, size, live], dtype=tl.int32, is_pure=False, pack=1,
+                )  # fmt: skip
 
         _KERNEL = _prefetch_l2
     return _KERNEL
@@ -94,12 +133,15 @@ def _kernel() -> Any:
 _KERNEL: Any = None
 
 
-def launch(w: torch.Tensor, nbytes: int, chunk: int = CHUNK) -> None:
+def launch(w: torch.Tensor, nbytes: int, how: Launch = DEFAULT) -> None:
     """Prefetch the first ``nbytes`` of contiguous ``w`` into L2 on the current stream."""
-    n, last = chunks(nbytes, chunk)
+    n, last = chunks(nbytes, how.chunk)
     if n:
-        grid = (-(-n // PER_PROGRAM),)
-        _kernel()[grid](w.data_ptr(), n, last, CHUNK=chunk, PER=PER_PROGRAM, num_warps=4)
+        grid = (-(-n // how.per),)
+        _kernel()[grid](
+            w.data_ptr(), n, last, CHUNK=how.chunk, PER=how.per, BULK=how.bulk,
+            num_warps=how.warps,
+        )  # fmt: skip
 
 
 @dataclass
@@ -113,13 +155,19 @@ class L2Prefetch:
     (name, bytes)."""
 
     budget: int  # bytes of each weight at most
-    chunk: int = CHUNK
+    how: Launch = DEFAULT
+    # the windows prefetched in (WINDOWS: named after the product that follows); None: all
+    windows: frozenset[str] | None = None
     dry: bool = False
     log: list[tuple[str, int]] = field(default_factory=list)
     stream: Any = None
 
-    def ahead(self, name: str, w: torch.Tensor | None) -> None:
-        if w is None:
+    def uses(self, window: str) -> bool:
+        return self.windows is None or window in self.windows
+
+    def ahead(self, window: str, name: str, w: torch.Tensor | None) -> None:
+        assert window in WINDOWS, window
+        if w is None or not self.uses(window):
             return
         nbytes = prefetch_bytes(w.numel() * w.element_size(), self.budget)
         if not w.is_contiguous():  # a strided view's head is not one range
@@ -133,7 +181,7 @@ class L2Prefetch:
             self.stream = torch.cuda.Stream(w.device)
         self.stream.wait_stream(torch.cuda.current_stream(w.device))
         with torch.cuda.stream(self.stream):
-            launch(w, nbytes, self.chunk)
+            launch(w, nbytes, self.how)
 
     def join(self) -> None:
         if self.stream is not None:

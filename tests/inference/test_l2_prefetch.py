@@ -70,22 +70,51 @@ def nbytes(w: torch.Tensor | None) -> int:
     return w.numel() * w.element_size()
 
 
+def want_bytes(w: torch.Tensor | None, budget: int) -> int:
+    return min(nbytes(w), budget) // 16 * 16
+
+
 @pytest.mark.parametrize("attention", ["math", "bmm"])
 def test_each_weight_is_prefetched_once_where_its_window_opens(attention: str) -> None:
     stage = stage_of("tiny")
-    budget = 20000  # more than w_o (16 KiB), less than the others
+    budget = 40000  # more than w_o (16 KiB) and the cache (32 KiB), less than gate/up
     pf = L2Prefetch(budget)
     one_step(stage, attention, pf)
-    want: list[tuple[str, int]] = [("0.w_qkv", 20000)]
+    want: list[tuple[str, int]] = [("0.w_qkv", want_bytes(stage.layers[0].w_qkv, budget))]
     for i, layer in enumerate(stage.layers):
         if attention != "bmm":  # bmm: o_proj sits inside the attention's compiled function
             want.append((f"{i}.w_o", nbytes(layer.w_o)))
-        want += [(f"{i}.w_gate_up", 20000), (f"{i}.w_down", 20000), (f"{i}.next", 20000)]
+        want += [
+            (f"{i}.w_gate_up", budget // 16 * 16),
+            (f"{i}.w_down", nbytes(layer.w_down)),
+            (f"{i}.next", want_bytes(layer.next_weight, budget)),
+        ]
     assert pf.log == want
-    assert nbytes(stage.layers[0].w_o) < budget < nbytes(stage.layers[0].w_down)
+    assert nbytes(stage.layers[0].w_o) < budget < nbytes(stage.layers[0].w_gate_up)
     # the last layer's next weight is the LM head; the others', the next layer's QKV
     assert stage.layers[-1].next_weight is stage.lm_head
     assert stage.layers[0].next_weight is stage.layers[1].w_qkv
+
+
+def test_attention_that_streams_its_cache_gets_no_prefetch_beside_it() -> None:
+    """A cache of 32 KiB (2 sequences x 2 KV heads x 64 positions x 16 x fp32, k and v)
+    against a budget under it: attention is DRAM-bound, o_proj's weight is not fetched."""
+    stage = stage_of("tiny")
+    pf = L2Prefetch(20000)
+    one_step(stage, "math", pf)
+    names = [name for name, _ in pf.log]
+    assert not [n for n in names if n.endswith("w_o")]
+    assert names[:4] == ["0.w_qkv", "0.w_gate_up", "0.w_down", "0.next"]
+
+
+def test_only_the_chosen_windows_are_prefetched() -> None:
+    stage = stage_of("tiny")
+    pf = L2Prefetch(1 << 20, windows=frozenset({"qkv", "gate_up"}))
+    one_step(stage, "math", pf)
+    assert [n for n, _ in pf.log] == ["0.w_qkv"] + [
+        f"{i}.{w}" for i in range(4) for w in ("w_gate_up", "next")
+    ]
+    assert pf.uses("qkv") and not pf.uses("down") and L2Prefetch(1).uses("down")
 
 
 def test_a_prefill_prefetches_nothing_and_moe_layers_skip_their_mlp() -> None:
@@ -117,10 +146,13 @@ def test_pipeline_stages_prefetch_their_own_layers() -> None:
 
 
 @pytest.mark.parametrize("model", ["tiny", "tiny-moe"])
-def test_the_prefetching_step_gives_the_same_logits(model: str) -> None:
-    """With a prefetcher the MLP runs as two functions (mlp_in, mlp_out): same values."""
+@pytest.mark.parametrize("windows", [None, frozenset({"qkv", "o"})])
+def test_the_prefetching_step_gives_the_same_logits(
+    model: str, windows: frozenset[str] | None
+) -> None:
+    """With down's window the MLP runs as two functions (mlp_in, mlp_out): same values."""
     want = logits(model, torch.float32, Fused(False), "math")
-    pf = L2Prefetch(1 << 20)
+    pf = L2Prefetch(1 << 20, windows=windows)
     got = logits(model, torch.float32, Fused(False), "math", prefetch=pf)
     assert pf.log  # it ran
     for a, b in zip(got, want, strict=True):
@@ -134,14 +166,17 @@ def test_the_kernel_assembles_for_sm90() -> None:
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    from gpulane.inference.l2_prefetch import PER_PROGRAM, _kernel
+    from gpulane.inference.l2_prefetch import LAUNCHES, _kernel
 
     sig = {"base": "i64", "n_chunks": "i32", "last_bytes": "i32", "CHUNK": "constexpr",
-           "PER": "constexpr"}  # fmt: skip
-    src = ASTSource(_kernel(), sig, constexprs={"CHUNK": CHUNK, "PER": PER_PROGRAM})
-    k = triton_compile(src, target=GPUTarget("cuda", 90, 32))
-    assert "cp.async.bulk.prefetch.L2.global" in k.asm["ptx"]
-    assert len(k.asm["cubin"]) > 1000
+           "PER": "constexpr", "BULK": "constexpr"}  # fmt: skip
+    for how in LAUNCHES.values():
+        consts = {"CHUNK": how.chunk, "PER": how.per, "BULK": how.bulk}
+        k = triton_compile(ASTSource(_kernel(), sig, constexprs=consts),
+                           target=GPUTarget("cuda", 90, 32), options={"num_warps": how.warps})  # fmt: skip
+        want = "cp.async.bulk.prefetch.L2.global" if how.bulk else "prefetch.global.L2 "
+        assert want in k.asm["ptx"], how.name
+        assert len(k.asm["cubin"]) > 1000
 
 
 def test_a_cpu_cannot_prefetch() -> None:
