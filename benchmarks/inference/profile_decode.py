@@ -12,9 +12,8 @@ environment makes inductor's kernels use programmatic dependent launch (recorded
 ``TORCHINDUCTOR_COORDINATE_DESCENT_TUNING=1`` turns one-row products into tuned reductions
 that take their elementwise neighbours (``cdt``).
 
-A variant is ``eager|compiled:ATTENTION[:pfMIB[-WINDOWS][@LAUNCH]]`` (``compile=``,
-``decode_attention=`` and ``l2_prefetch=`` of `gpulane tokens`; the prefetch's windows and
-launch: :func:`prefetcher`). Prints one JSON object (and writes profile.json and kernels-*.txt
+A variant is ``eager|compiled:ATTENTION`` (``compile=`` and ``decode_attention=`` of
+`gpulane tokens`). Prints one JSON object (and writes profile.json and kernels-*.txt
 under --out):
 
 - ``decode``: per batch and variant, ``step_ms`` (a decode step replayed from a CUDA graph,
@@ -45,7 +44,6 @@ from omegaconf import OmegaConf
 
 from gpulane.inference.fused import Fused
 from gpulane.inference.kernels import TRITON_KERNELS
-from gpulane.inference.l2_prefetch import DEFAULT, LAUNCHES, L2Prefetch, MiB
 from gpulane.inference.memory import cache_len
 from gpulane.inference.model import Comm, Init, Stage, StepInput
 from gpulane.inference.roofline import step_cost
@@ -162,7 +160,6 @@ def decode_runs(
     pos = torch.full((1,), args.input_len, dtype=torch.int64, device=dev)
     mask = torch.full((b, 1, 1, clen), float("-inf"), dtype=torch.bfloat16, device=dev)
     attention = ["bmm"]
-    prefetch: list[L2Prefetch | None] = [None]
 
     def reset() -> None:
         pos.fill_(args.input_len)
@@ -173,21 +170,18 @@ def decode_runs(
     def step() -> None:
         mask.index_fill_(3, pos, 0)
         lengths = (pos + 1).expand(b) if attention[0] in TRITON_KERNELS else None
-        st = StepInput(rows, 1, pos, mask, attention[0], lengths, prefetch[0])
+        st = StepInput(rows, 1, pos, mask, attention[0], lengths)
         x, res = stage.forward(tokens, None, st)
         tokens.copy_(torch.argmax(stage.logits(x, res, 1), dim=-1))
         pos.add_(1)
 
     roof_ms = step_cost(shape, "decode", b, clen, 2, tp=args.tp).memory_s(bw) * 1e3
     found = []
-    for kind, att, *more in variants:
+    for kind, att in variants:
         use(kind)
         attention[0] = att
-        name = ":".join([kind, att, *more])
         reset()
         try:
-            prefetch[0] = prefetcher(more[0]) if more else None
-            mib = prefetch[0].budget // MiB if prefetch[0] else 0
             t0 = time.perf_counter()
             step()  # compiles, where compiled, each shape once
             sync()
@@ -197,33 +191,20 @@ def decode_runs(
             reset()
             prof, p = kernels_of(step)
         except Exception as err:  # one variant failing must not lose the others' figures
-            found.append({"batch": b, "variant": name, "error": repr(err)[:500]})
+            found.append({"batch": b, "variant": f"{kind}:{att}", "error": repr(err)[:500]})
             print(json.dumps(found[-1]), flush=True)
             continue
-        texts[f"decode-b{b}-{name.replace(':', '-')}"] = p.key_averages().table(
+        texts[f"decode-b{b}-{kind}-{att}"] = p.key_averages().table(
             sort_by="cuda_time_total", row_limit=40
         )
         found.append({
-            "batch": b, "variant": name, "compile": kind == "compiled",
-            "attention": att, "l2_prefetch_mib": mib, "step_ms": round(ms, 3), "first_step_s": round(first_s, 2),
+            "batch": b, "variant": f"{kind}:{att}", "compile": kind == "compiled",
+            "attention": att, "step_ms": round(ms, 3), "first_step_s": round(first_s, 2),
             "roofline_ms": round(roof_ms, 3), "ratio": round(ms / roof_ms, 3), "kernels": prof,
         })  # fmt: skip
         print(json.dumps({k: v for k, v in found[-1].items() if k != "kernels"}), flush=True)
     use("eager")
     return found
-
-
-def prefetcher(spec: str) -> L2Prefetch:
-    """``pfMIB[-WINDOW.WINDOW...][@LAUNCH]``: l2_prefetch=MIB, in those windows only (all by
-    default), issued as the named launch (``l2_prefetch.LAUNCHES``; its default by default)."""
-    spec, _, how = spec.partition("@")
-    mib, _, windows = spec.removeprefix("pf").partition("-")
-    return L2Prefetch(
-        int(mib) * MiB,
-        how=LAUNCHES[how] if how else DEFAULT,
-        windows=frozenset(windows.split(".")) if windows else None,
-        dry=not CUDA,
-    )
 
 
 def gemms_of(stage: Stage, b: int) -> Any:
@@ -329,7 +310,7 @@ def main() -> int:
                     x, res = stage.forward(ids, None, StepInput(slice(0, 1), n))
                     stage.logits(x, res, n)
 
-                for kind in dict.fromkeys(v[0] for v in variants):
+                for kind in dict.fromkeys(k for k, _ in variants):
                     use(kind)
                     try:
                         t0 = time.perf_counter()

@@ -180,8 +180,6 @@ class TokensConfig(CommonConfig):
     """Fuse elementwise chains with torch.compile: auto (on GPUs), true or false"""
     compile_mode: str = "default"
     """torch.compile mode: default or max-autotune-no-cudagraphs"""
-    l2_prefetch: int = 0
-    """Decode: MiB of each product's weight prefetched into L2 during the small kernels before it; 0: off (GPUs, sm_90+)"""
     comm_off: bool = True
     """Also run with TP collectives as no-ops: compute alone, and the comm share"""
     device: str = "auto"

@@ -78,7 +78,6 @@ def check(cfg: CommonConfig) -> None:
         whole(cfg.iters, "iters", 1)
         whole(cfg.warmup, "warmup", 0)
         whole(cfg.prefill_chunk_tokens, "prefill_chunk_tokens", 1)
-        whole(cfg.l2_prefetch, "l2_prefetch", 0)
         if not 0 < cfg.memory_fraction <= 1:
             raise InputError(
                 f"memory_fraction: expected a fraction in (0, 1], got {cfg.memory_fraction!r}"

@@ -186,28 +186,11 @@ def mlp_block(
     eps: float,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The MLP half up to the down all-reduce: (out, residual)."""
-    gate_up, residual = mlp_in(x, residual, norm_w, w_gate_up, eps)
-    return mlp_out(gate_up, w_down), residual
-
-
-def mlp_in(
-    x: torch.Tensor,
-    residual: torch.Tensor,
-    norm_w: torch.Tensor,
-    w_gate_up: torch.Tensor,
-    eps: float,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """:func:`mlp_block` up to gate/up: (gate_up, residual). With ``l2_prefetch`` the MLP
-    is two functions, so that down's weight is prefetched while SiLU x up runs."""
     residual = x + residual
     h = F.rms_norm(residual, (residual.shape[-1],), norm_w, eps)
-    return F.linear(h, w_gate_up), residual
-
-
-def mlp_out(gate_up: torch.Tensor, w_down: torch.Tensor) -> torch.Tensor:
-    """The rest of :func:`mlp_block`: SiLU(gate) x up, then down."""
+    gate_up = F.linear(h, w_gate_up)
     width = w_down.shape[1]
-    return F.linear(F.silu(gate_up[:, :width]) * gate_up[:, width:], w_down)
+    return F.linear(F.silu(gate_up[:, :width]) * gate_up[:, width:], w_down), residual
 
 
 def add_norm(
@@ -224,8 +207,6 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
     "qkv_decode": qkv_decode,
     "attn_block_decode": attn_block_decode,
     "mlp_block": mlp_block,
-    "mlp_in": mlp_in,
-    "mlp_out": mlp_out,
     "add_norm": add_norm,
     # the same functions for prefills, compiled apart: prompts come in many lengths and
     # chunk sizes, so these are compiled with dynamic shapes after the second one (a

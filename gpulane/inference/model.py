@@ -29,7 +29,6 @@ import torch.nn.functional as F
 
 from gpulane.inference.attention import decode_attention, prefill_attention
 from gpulane.inference.fused import Fused
-from gpulane.inference.l2_prefetch import L2Prefetch
 from gpulane.inference.shapes import ModelShape
 from gpulane.inference.sharding import RankSlices
 
@@ -121,8 +120,6 @@ class StepInput:
     # decode: live positions per sequence, [rows] (decode_attention=triton reads only those;
     # None: counted from the mask)
     lengths: torch.Tensor | None = None
-    # decode: weights read ahead into L2 during the small kernels (l2_prefetch=), or None
-    prefetch: L2Prefetch | None = None
 
 
 class Layer:
@@ -176,9 +173,6 @@ class Layer:
         # K and V of every position, [2, batch, kv_heads, cache_len, head_dim]: one
         # tensor, so that a decode step writes both with one kernel
         self.kv_cache: torch.Tensor | None = None
-        # the weight the step reads next after this layer (the next layer's QKV or the LM
-        # head), set by the Stage: prefetched into L2 during the down all-reduce
-        self.next_weight: torch.Tensor | None = None
 
     def _init_moe(self, init: Init, p: str) -> None:
         shape, s = self.shape, self.s
@@ -269,7 +263,6 @@ class Layer:
             residual = torch.zeros_like(x)
         cache = self.kv_cache[:, step.rows]
         norm, heads, kvh = self.norm1, s.heads, s.kv_heads
-        pf = step.prefetch if step.pos is not None else None
         if step.pos is None:
             residual, q, kv = f(
                 "attn_in_prefill", x, residual, norm, self.w_qkv, self.b_qkv, cos, sin,
@@ -287,8 +280,6 @@ class Layer:
 
             assert step.lengths is not None, "decode_attention=fused needs the live lengths"
             residual, qkv = f("qkv_decode", x, residual, norm, self.w_qkv, self.b_qkv, RMS_EPS)
-            if pf is not None and _attention_idles(cache, pf.budget):
-                pf.ahead("o", f"{self.index}.w_o", self.w_o)
             n, d, q_size = qkv.shape[0], s.head_dim, s.q_size
             q = qkv[:, :q_size].view(n, kvh, heads // kvh, d)
             k_new = qkv[:, q_size : q_size + s.kv_size].view(n, kvh, d)
@@ -302,29 +293,19 @@ class Layer:
                 "attn_in_decode", x, residual, norm, self.w_qkv, self.b_qkv, cos, sin,
                 cache, step.pos, heads, kvh, RMS_EPS,
             )  # fmt: skip
-            if pf is not None and _attention_idles(cache, pf.budget):
-                pf.ahead("o", f"{self.index}.w_o", self.w_o)
             n = q.shape[0]
             q = q.reshape(n, kvh, heads // kvh, s.head_dim)
             out = decode_attention(q, cache[0], cache[1], step.mask, step.attention, step.lengths)
             attn = F.linear(out.reshape(n, s.q_size), self.w_o)
-        if pf is not None and not self.moe:  # during the all-reduce and RMSNorm
-            pf.ahead("gate_up", f"{self.index}.w_gate_up", self.w_gate_up)
         x = self.comm.all_reduce(attn)
         tail = "_prefill" if step.pos is None else ""
         if self.moe:
             h, residual = f("add_norm" + tail, x, residual, self.norm2, RMS_EPS)
             y = self.experts(h)
-        elif pf is not None and pf.uses("down"):  # split at gate/up: down's weight during SiLU
-            gate_up, residual = f("mlp_in", x, residual, self.norm2, self.w_gate_up, RMS_EPS)
-            pf.ahead("down", f"{self.index}.w_down", self.w_down)
-            y = f("mlp_out", gate_up, self.w_down)
         else:
             y, residual = f(
                 "mlp_block" + tail, x, residual, self.norm2, self.w_gate_up, self.w_down, RMS_EPS
             )
-        if pf is not None:  # the next weight during the all-reduce and the next RMSNorm
-            pf.ahead("qkv", f"{self.index}.next", self.next_weight)
         return self.comm.all_reduce(y), residual
 
     def experts(self, x: torch.Tensor) -> torch.Tensor:
@@ -365,13 +346,6 @@ class Layer:
         if self.shared is not None:
             out = out + _mlp_forward(x, *self.shared)
         return out
-
-
-def _attention_idles(cache: torch.Tensor, budget: int) -> bool:
-    """Whether decode attention leaves DRAM idle enough to prefetch o_proj's weight: its
-    cache (at most what it reads) is smaller than the prefetch. At batch 16 the 8B's
-    attention streams 71 MB at TP=1, and a prefetch beside it only competes (round 8)."""
-    return cache.numel() * cache.element_size() < budget
 
 
 def _mlp(
@@ -452,8 +426,6 @@ class Stage:
             else:
                 full = init.linear("lm_head", shape.vocab_size, h)
                 self.lm_head = _vocab_rows(full, s)
-        for layer, after in zip(self.layers, [*self.layers[1:], None], strict=True):
-            layer.next_weight = after.w_qkv if after is not None else self.lm_head
         self.cos, self.sin = rope_tables(
             shape.rope_theta, shape.head_dim, max_positions, init.device, init.dtype
         )
@@ -490,13 +462,8 @@ class Stage:
             cos, sin = self.cos[: step.seq_len], self.sin[: step.seq_len]
         else:
             cos, sin = self.cos.index_select(0, step.pos), self.sin.index_select(0, step.pos)
-        pf = step.prefetch if step.pos is not None and self.layers else None
-        if pf is not None:  # the first QKV weight during the embedding (and its all-reduce)
-            pf.ahead("qkv", f"{self.layers[0].index}.w_qkv", self.layers[0].w_qkv)
         for layer in self.layers:
             x, residual = layer.forward(x, residual, step, cos, sin)
-        if pf is not None:  # the side stream rejoins (a graph's capture ends joined)
-            pf.join()
         return x, residual
 
     def logits(self, x: torch.Tensor, residual: torch.Tensor | None, seq_len: int) -> torch.Tensor:

@@ -96,29 +96,7 @@ def resolve(cfg: TokensConfig, gpus: int) -> tuple[ModelShape, int, int, int, st
                 f"decode_attention={kernels} needs a power-of-two head_dim >= 16; {shape.name} "
                 f"has {shape.head_dim}: use decode_attention=bmm"
             )
-    check_prefetch(cfg, device)
     return shape, full.num_layers, tp, pp, device
-
-
-def check_prefetch(cfg: TokensConfig, device: str) -> None:
-    """l2_prefetch=MiB needs the compiled path on a GPU with the bulk prefetch (sm_90+)."""
-    mib = int(cfg.l2_prefetch or 0)
-    if mib == 0:
-        return
-    if device != "cuda":
-        raise InputError(f"l2_prefetch={mib} needs a GPU; use l2_prefetch=0 on CPUs")
-    if compile_choice(cfg.compile) is False:
-        raise InputError(
-            f"l2_prefetch={mib} prefetches between the compiled path's kernels; "
-            "use compile=auto or true, or l2_prefetch=0"
-        )
-    import torch
-
-    from gpulane.inference.l2_prefetch import supported
-
-    why = supported(torch.device("cuda", 0))
-    if why:
-        raise MissingComponent(f"{why}; use l2_prefetch=0")
 
 
 def check_memory(

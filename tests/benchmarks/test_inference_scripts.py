@@ -188,35 +188,3 @@ def test_round7_table_names_the_fused_rows_and_judges_them(tmp_path: Path) -> No
         if x.startswith("| 1 | compiled:") and "failed" not in x
     }
     assert counts["compiled:fused"] < counts["compiled:triton"]
-
-
-def test_prefetch_probe_dry_run(tmp_path: Path) -> None:
-    """l2_prefetch.py's logic on a CPU: every (window, budget) of both cases, the budget-0
-    row of each window the one the others are measured against."""
-    done = _run(str(BENCH / "l2_prefetch.py"), "--device", "cpu", "--out", str(tmp_path))
-    assert done.returncode == 0, done.stderr[-2000:]
-    head, *rows = [json.loads(x) for x in (tmp_path / "prefetch.jsonl").read_text().splitlines()]
-    assert head["gpu"] == "cpu (dry run)"
-    assert len(rows) == 2 * 3 * (1 + 3 * 5)  # cases x windows x (none + budgets x launches)
-    assert {r["launch"] for r in rows} == {"-", "bulk4kx32w1", "bulk16kx128w4", "bulk8kx32w1",
-                                           "bulk2kx32w1", "line128bx256w2"}  # fmt: skip
-    assert {(r["case"], r["window_us"]) for r in rows if r["budget_mib"] == 0} == {
-        (c, w) for c in ("8b-tp1 qkv", "8b-tp1 o_proj") for w in (0, 3, 10)
-    }
-    assert all(r["saved_us"] == 0 for r in rows if r["budget_mib"] == 0)
-
-
-def test_profile_variant_with_the_prefetch(tmp_path: Path) -> None:
-    """``compiled:ATTENTION:pfMIB[-WINDOWS][@LAUNCH]``: the step with l2_prefetch, named
-    and recorded as such; a launch that is not one of LAUNCHES fails that variant alone."""
-    out = tmp_path / "p"
-    variants = "compiled:math:pf2,compiled:math:pf1-qkv.o@bulk2kx32w1,compiled:math:pf1@nosuch"
-    done = _run(str(BENCH / "profile_decode.py"), "--model", "tiny", "--batch", "1",
-                "--input-len", "16", "--steps", "2", "--variants", variants,
-                "--device", "cpu", "--out", str(out))  # fmt: skip
-    assert done.returncode == 0, done.stderr[-2000:]
-    a, b, c = json.loads((out / "profile.json").read_text())["decode"]
-    assert (a["variant"], a["l2_prefetch_mib"]) == ("compiled:math:pf2", 2)
-    assert (b["variant"], b["l2_prefetch_mib"]) == ("compiled:math:pf1-qkv.o@bulk2kx32w1", 1)
-    assert "KeyError" in c["error"]
-    assert (out / "kernels-decode-b1-compiled-math-pf2.txt").exists()

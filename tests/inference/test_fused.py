@@ -11,7 +11,6 @@ import torch
 from omegaconf import OmegaConf
 
 from gpulane.inference.fused import Fused
-from gpulane.inference.l2_prefetch import L2Prefetch
 from gpulane.inference.memory import cache_len
 from gpulane.inference.model import Comm, Init, Stage, StepInput
 from gpulane.inference.shapes import shape_from_config
@@ -25,10 +24,9 @@ BATCH, INPUT_LEN, OUTPUT_LEN = 3, 12, 4
 
 def logits(
     model: str, dtype: torch.dtype, fused: Fused | None, attention: str,
-    batch: int = BATCH, input_len: int = INPUT_LEN, prefetch: L2Prefetch | None = None,
+    batch: int = BATCH, input_len: int = INPUT_LEN,
 ) -> list[torch.Tensor]:  # fmt: skip
-    """Prefill and greedy decode of the whole model in this process; every step's logits.
-    ``prefetch``: the decode steps' L2 prefetcher (on a CPU it records its calls)."""
+    """Prefill and greedy decode of the whole model in this process; every step's logits."""
     BATCH, INPUT_LEN = batch, input_len  # the module's defaults, overridden
     shape = shape_from_config(OmegaConf.to_container(OmegaConf.load(CONF / f"{model}.yaml")))  # type: ignore[arg-type]
     clen = cache_len(INPUT_LEN, OUTPUT_LEN)
@@ -53,8 +51,7 @@ def logits(
         mask[..., :INPUT_LEN] = 0
         for _ in range(OUTPUT_LEN - 1):
             mask.index_fill_(3, pos, 0)
-            step = StepInput(rows, 1, pos, mask, attention, prefetch=prefetch)
-            x, r = stage.forward(tokens, None, step)
+            x, r = stage.forward(tokens, None, StepInput(rows, 1, pos, mask, attention))
             out.append(stage.logits(x, r, 1))
             tokens = out[-1].argmax(-1)
             pos += 1

@@ -61,7 +61,6 @@ class Runner(Prefill, Decode, RowBuilder):
         self.dbytes = dtype_bytes(str(cfg.dtype))
         self.graph = bool(cfg.graph) and self.cuda
         self.fused = self._fused()
-        self.prefetch = self._prefetch()
         self.compiled_shapes: set[tuple[Any, ...]] = set()
         self.said_compile_error = False
         self.capture_s = 0.0
@@ -108,15 +107,6 @@ class Runner(Prefill, Decode, RowBuilder):
         from gpulane.inference.fused import Fused
 
         return Fused(True, str(self.cfg.compile_mode), strict=choice is True)
-
-    def _prefetch(self) -> Any:
-        """The decode step's L2 prefetcher (l2_prefetch=MiB; checked by the plan), or None."""
-        mib = int(self.cfg.l2_prefetch or 0)
-        if not (mib and self.cuda and self.fused is not None):
-            return None
-        from gpulane.inference.l2_prefetch import L2Prefetch, MiB
-
-        return L2Prefetch(mib * MiB)
 
     def _compiling(self, key: tuple[Any, ...], label: str) -> None:
         """Say so (the progress line shows it) before the first run of a new shape."""

@@ -156,7 +156,6 @@ class RowBuilder(RunnerState):
         else:
             out.update({"compile": False, "compile_mode": None, "fused_ops": []})
         out["decode_attention"] = str(self.cfg.decode_attention or "bmm")
-        out["l2_prefetch_mib"] = int(self.cfg.l2_prefetch or 0) if self.prefetch else 0
         out["prefill_attention"] = "sdpa causal (torch's choice)"
         return out
 

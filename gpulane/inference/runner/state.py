@@ -29,7 +29,6 @@ class RunnerState:
     dbytes: int
     graph: bool  # decode steps as CUDA-graph replays
     fused: Any  # fused.Fused: the compiled path, or None (eager)
-    prefetch: Any  # l2_prefetch.L2Prefetch of the decode steps, or None (l2_prefetch=0)
     capture_s: float  # CUDA-graph capture time of the configuration's prefill
     # one eager prefill of the configuration before its graph is captured (pp=1), so that
     # the advisor sees the host's launch floor that pipeline prefills (eager) pay
