@@ -100,6 +100,8 @@ def figures(out: Path) -> list[dict[str, Any]]:
         fused = extra.get("decode_attention") == "fused"  # rotary, cache write, attention
         if fused:
             f["kernels_used"] += "+fused"
+        if extra.get("decode_products") == "auto":  # split-K products where they timed faster
+            f["kernels_used"] += "+gemv"
         if int(extra.get("l2_prefetch_mib") or 0):  # weights read ahead into L2
             f["kernels_used"] += f"+pf{int(extra['l2_prefetch_mib'])}"
         f["started"] = str(r.get("started_at") or "")
