@@ -12,8 +12,8 @@ environment makes inductor's kernels use programmatic dependent launch (recorded
 ``TORCHINDUCTOR_COORDINATE_DESCENT_TUNING=1`` turns one-row products into tuned reductions
 that take their elementwise neighbours (``cdt``).
 
-A variant is ``eager|compiled:ATTENTION[:auto]`` (``compile=``, ``decode_attention=`` and
-``decode_products=auto`` of `gpulane tokens`). Prints one JSON object (and writes profile.json and kernels-*.txt
+A variant is ``eager|compiled:ATTENTION`` (``compile=`` and ``decode_attention=`` of
+`gpulane tokens`). Prints one JSON object (and writes profile.json and kernels-*.txt
 under --out):
 
 - ``decode``: per batch and variant, ``step_ms`` (a decode step replayed from a CUDA graph,
@@ -46,7 +46,6 @@ from gpulane.inference.fused import Fused
 from gpulane.inference.kernels import TRITON_KERNELS
 from gpulane.inference.memory import cache_len
 from gpulane.inference.model import Comm, Init, Stage, StepInput
-from gpulane.inference.products import Products
 from gpulane.inference.roofline import step_cost
 from gpulane.inference.shapes import shape_from_config
 from gpulane.inference.sharding import rank_slices, stage_layers
@@ -161,7 +160,6 @@ def decode_runs(
     pos = torch.full((1,), args.input_len, dtype=torch.int64, device=dev)
     mask = torch.full((b, 1, 1, clen), float("-inf"), dtype=torch.bfloat16, device=dev)
     attention = ["bmm"]
-    products: list[Products | None] = [None]
 
     def reset() -> None:
         pos.fill_(args.input_len)
@@ -172,22 +170,18 @@ def decode_runs(
     def step() -> None:
         mask.index_fill_(3, pos, 0)
         lengths = (pos + 1).expand(b) if attention[0] in TRITON_KERNELS else None
-        st = StepInput(rows, 1, pos, mask, attention[0], lengths, products[0])
+        st = StepInput(rows, 1, pos, mask, attention[0], lengths)
         x, res = stage.forward(tokens, None, st)
         tokens.copy_(torch.argmax(stage.logits(x, res, 1), dim=-1))
         pos.add_(1)
 
     roof_ms = step_cost(shape, "decode", b, clen, 2, tp=args.tp).memory_s(bw) * 1e3
     found = []
-    for kind, att, *more in variants:
+    for kind, att in variants:
         use(kind)
         attention[0] = att
-        name = ":".join([kind, att, *more])
         reset()
         try:
-            if more and more != ["auto"]:
-                raise ValueError(f"variant {name}: the third field is auto or nothing")
-            products[0] = Products("auto") if more else None
             t0 = time.perf_counter()
             step()  # compiles, where compiled, each shape once
             sync()
@@ -197,15 +191,15 @@ def decode_runs(
             reset()
             prof, p = kernels_of(step)
         except Exception as err:  # one variant failing must not lose the others' figures
-            found.append({"batch": b, "variant": name, "error": repr(err)[:500]})
+            found.append({"batch": b, "variant": f"{kind}:{att}", "error": repr(err)[:500]})
             print(json.dumps(found[-1]), flush=True)
             continue
-        texts[f"decode-b{b}-{name.replace(':', '-')}"] = p.key_averages().table(
+        texts[f"decode-b{b}-{kind}-{att}"] = p.key_averages().table(
             sort_by="cuda_time_total", row_limit=40
         )
         found.append({
-            "batch": b, "variant": name, "compile": kind == "compiled",
-            "attention": att, **(products[0].describe() if products[0] else {}), "step_ms": round(ms, 3), "first_step_s": round(first_s, 2),
+            "batch": b, "variant": f"{kind}:{att}", "compile": kind == "compiled",
+            "attention": att, "step_ms": round(ms, 3), "first_step_s": round(first_s, 2),
             "roofline_ms": round(roof_ms, 3), "ratio": round(ms / roof_ms, 3), "kernels": prof,
         })  # fmt: skip
         print(json.dumps({k: v for k, v in found[-1].items() if k != "kernels"}), flush=True)
@@ -316,7 +310,7 @@ def main() -> int:
                     x, res = stage.forward(ids, None, StepInput(slice(0, 1), n))
                     stage.logits(x, res, n)
 
-                for kind in dict.fromkeys(v[0] for v in variants):
+                for kind in dict.fromkeys(k for k, _ in variants):
                     use(kind)
                     try:
                         t0 = time.perf_counter()

@@ -180,8 +180,6 @@ class TokensConfig(CommonConfig):
     """Fuse elementwise chains with torch.compile: auto (on GPUs), true or false"""
     compile_mode: str = "default"
     """torch.compile mode: default or max-autotune-no-cudagraphs"""
-    decode_products: str = "cublas"
-    """Decode's small weight products: cublas, or auto (per shape, cuBLAS or gpulane's split-K kernel, whichever times faster; GPUs)"""
     comm_off: bool = True
     """Also run with TP collectives as no-ops: compute alone, and the comm share"""
     device: str = "auto"

@@ -1,4 +1,4 @@
-"""Which attention and product kernels a decode step may use (torch imported only when used)."""
+"""Which attention kernels a decode step may use (torch imported only when used)."""
 
 from __future__ import annotations
 
@@ -22,10 +22,6 @@ ATTENTION_BACKENDS: dict[str, list[str] | None] = {
 
 # the choices that are triton kernels of gpulane's own: they take the live lengths
 TRITON_KERNELS = ("triton", "fused")
-
-# decode_products: cuBLAS alone, or per shape cuBLAS or gpulane.inference.gemv's split-K
-# kernel, whichever times faster (gpulane.inference.products)
-PRODUCT_CHOICES = ("cublas", "auto")
 
 # torch.compile modes that leave CUDA graphs to gpulane's own capture (gpulane.inference.fused)
 COMPILE_MODES = ("default", "max-autotune-no-cudagraphs")

@@ -29,7 +29,6 @@ import torch.nn.functional as F
 
 from gpulane.inference.attention import decode_attention, prefill_attention
 from gpulane.inference.fused import Fused
-from gpulane.inference.products import Products
 from gpulane.inference.shapes import ModelShape
 from gpulane.inference.sharding import RankSlices
 
@@ -121,8 +120,6 @@ class StepInput:
     # decode: live positions per sequence, [rows] (decode_attention=triton reads only those;
     # None: counted from the mask)
     lengths: torch.Tensor | None = None
-    # decode: the small products' kernels (decode_products=auto), or None (cuBLAS)
-    products: Products | None = None
 
 
 class Layer:
@@ -266,8 +263,6 @@ class Layer:
             residual = torch.zeros_like(x)
         cache = self.kv_cache[:, step.rows]
         norm, heads, kvh = self.norm1, s.heads, s.kv_heads
-        pr = step.products if step.pos is not None else None
-        linear = pr.linear if pr is not None else F.linear
         if step.pos is None:
             residual, q, kv = f(
                 "attn_in_prefill", x, residual, norm, self.w_qkv, self.b_qkv, cos, sin,
@@ -284,12 +279,7 @@ class Layer:
             from gpulane.inference.fused_attention import fused_decode_attention
 
             assert step.lengths is not None, "decode_attention=fused needs the live lengths"
-            if pr is not None and pr.pick(x.shape[0], self.w_qkv, self.b_qkv) == "gemv":
-                # the norm compiled alone, the product split-K (the same two kernels)
-                h, residual = f("add_norm", x, residual, norm, RMS_EPS)
-                qkv = pr.linear(h, self.w_qkv, self.b_qkv)
-            else:
-                residual, qkv = f("qkv_decode", x, residual, norm, self.w_qkv, self.b_qkv, RMS_EPS)
+            residual, qkv = f("qkv_decode", x, residual, norm, self.w_qkv, self.b_qkv, RMS_EPS)
             n, d, q_size = qkv.shape[0], s.head_dim, s.q_size
             q = qkv[:, :q_size].view(n, kvh, heads // kvh, d)
             k_new = qkv[:, q_size : q_size + s.kv_size].view(n, kvh, d)
@@ -297,7 +287,7 @@ class Layer:
             out = fused_decode_attention(
                 q, cache[0], cache[1], step.lengths, k_new, v_new, cos, sin
             )
-            attn = linear(out.reshape(n, q_size), self.w_o)
+            attn = F.linear(out.reshape(n, q_size), self.w_o)
         else:  # decode attention outside the compiled functions (SDPA kernels)
             residual, q = f(
                 "attn_in_decode", x, residual, norm, self.w_qkv, self.b_qkv, cos, sin,
@@ -306,7 +296,7 @@ class Layer:
             n = q.shape[0]
             q = q.reshape(n, kvh, heads // kvh, s.head_dim)
             out = decode_attention(q, cache[0], cache[1], step.mask, step.attention, step.lengths)
-            attn = linear(out.reshape(n, s.q_size), self.w_o)
+            attn = F.linear(out.reshape(n, s.q_size), self.w_o)
         x = self.comm.all_reduce(attn)
         tail = "_prefill" if step.pos is None else ""
         if self.moe:

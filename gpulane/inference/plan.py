@@ -14,7 +14,6 @@ from gpulane.inference.batching import configs
 from gpulane.inference.kernels import (
     ATTENTION_BACKENDS,
     COMPILE_MODES,
-    PRODUCT_CHOICES,
     TRITON_KERNELS,
     triton_attention_fits,
 )
@@ -97,21 +96,7 @@ def resolve(cfg: TokensConfig, gpus: int) -> tuple[ModelShape, int, int, int, st
                 f"decode_attention={kernels} needs a power-of-two head_dim >= 16; {shape.name} "
                 f"has {shape.head_dim}: use decode_attention=bmm"
             )
-    check_products(cfg, device)
     return shape, full.num_layers, tp, pp, device
-
-
-def check_products(cfg: TokensConfig, device: str) -> None:
-    """decode_products: cublas, or auto on a GPU through the compiled path."""
-    value = str(cfg.decode_products)
-    if value not in PRODUCT_CHOICES:
-        raise InputError(
-            f"decode_products: expected one of {', '.join(PRODUCT_CHOICES)}, got {value!r}"
-        )
-    if value == "auto" and device != "cuda":
-        raise InputError("decode_products=auto times kernels on a GPU; use cublas on CPUs")
-    if value == "auto" and compile_choice(cfg.compile) is False:
-        raise InputError("decode_products=auto needs the compiled path: compile=auto or true")
 
 
 def check_memory(

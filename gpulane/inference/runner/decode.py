@@ -62,7 +62,7 @@ class Decode(ProcessGroups, Graphs):
             lengths = (st["pos"] + 1).expand(st["n"]) if kernels in TRITON_KERNELS else None
             step = StepInput(
                 rows=st["rows"], seq_len=1, pos=st["pos"], mask=st["mask"], attention=kernels,
-                lengths=lengths, products=self.products,
+                lengths=lengths,
             )  # fmt: skip
             if self.first:
                 x, residual = model.forward(st["ids"], None, step)

@@ -61,7 +61,6 @@ class Runner(Prefill, Decode, RowBuilder):
         self.dbytes = dtype_bytes(str(cfg.dtype))
         self.graph = bool(cfg.graph) and self.cuda
         self.fused = self._fused()
-        self.products = self._products()
         self.compiled_shapes: set[tuple[Any, ...]] = set()
         self.said_compile_error = False
         self.capture_s = 0.0
@@ -108,14 +107,6 @@ class Runner(Prefill, Decode, RowBuilder):
         from gpulane.inference.fused import Fused
 
         return Fused(True, str(self.cfg.compile_mode), strict=choice is True)
-
-    def _products(self) -> Any:
-        """The decode step's product kernels (decode_products=auto; checked by the plan)."""
-        if str(self.cfg.decode_products) != "auto" or not self.cuda or self.fused is None:
-            return None
-        from gpulane.inference.products import Products
-
-        return Products("auto")
 
     def _compiling(self, key: tuple[Any, ...], label: str) -> None:
         """Say so (the progress line shows it) before the first run of a new shape."""

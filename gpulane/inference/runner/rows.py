@@ -156,9 +156,6 @@ class RowBuilder(RunnerState):
         else:
             out.update({"compile": False, "compile_mode": None, "fused_ops": []})
         out["decode_attention"] = str(self.cfg.decode_attention or "bmm")
-        out["decode_products"] = "cublas"
-        if self.products is not None:  # the choice per product shape, with its timings
-            out.update(self.products.describe())
         out["prefill_attention"] = "sdpa causal (torch's choice)"
         return out
 

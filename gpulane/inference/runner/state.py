@@ -29,7 +29,6 @@ class RunnerState:
     dbytes: int
     graph: bool  # decode steps as CUDA-graph replays
     fused: Any  # fused.Fused: the compiled path, or None (eager)
-    products: Any  # products.Products of the decode steps (decode_products=auto), or None
     capture_s: float  # CUDA-graph capture time of the configuration's prefill
     # one eager prefill of the configuration before its graph is captured (pp=1), so that
     # the advisor sees the host's launch floor that pipeline prefills (eager) pay
