@@ -188,3 +188,19 @@ def test_round7_table_names_the_fused_rows_and_judges_them(tmp_path: Path) -> No
         if x.startswith("| 1 | compiled:") and "failed" not in x
     }
     assert counts["compiled:fused"] < counts["compiled:triton"]
+
+
+def test_round8_and_9_tables_name_the_prefetch_and_split_k_rows(tmp_path: Path) -> None:
+    """decode_round4.py on rounds 8 and 9's committed rows (4x H100): the rows run with
+    l2_prefetch=16 or decode_products=auto (branches issue-decode-prefetch and
+    issue-decode-products) are their own kernels, judged, and missing a target (exit 1)."""
+    for folder, judge in (("h100x4-round8-tp4", "compiled+fused+pf16"),
+                          ("h100x4-round9", "compiled+fused+gemv")):  # fmt: skip
+        rows = tmp_path / f"{folder}.jsonl"
+        done = _run(str(BENCH / "decode_round4.py"), str(BENCH / folder), "--judge", judge,
+                    "--md", str(tmp_path / f"{folder}.md"), "--rows", str(rows))  # fmt: skip
+        assert done.returncode == 1, done.stderr
+        figs = [json.loads(x) for x in rows.read_text().splitlines()]
+        assert {f["kernels_used"] for f in figs} == {"compiled+fused", judge}
+        judged = [f for f in figs if f["kernels_used"] == judge]
+        assert {(f["model"], f["tp"]) for f in judged} >= {("llama3-8b", 4), ("qwen2.5-72b", 4)}
