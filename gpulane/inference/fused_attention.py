@@ -36,6 +36,7 @@ import triton
 import triton.language as tl
 
 from gpulane.inference.kernels import triton_attention_fits
+from gpulane.inference.triton_attention import attend_piece
 
 # Launch shape, chosen on 2x H100 (benchmarks/inference/attention_kernels.py, round 7):
 # with (sequence, KV head) pairs enough to fill most SMs, one piece each (no merge, four
@@ -118,30 +119,12 @@ def _attend_kernel(
         q = (q.to(tl.float32) * cos[None, :] + q_roll.to(tl.float32) * sin[None, :]).to(
             q_ptr.dtype.element_ty
         )
-    m_i = tl.full([G_PAD], float("-inf"), dtype=tl.float32)
-    l_i = tl.zeros([G_PAD], dtype=tl.float32)
-    acc = tl.zeros([G_PAD, D], dtype=tl.float32)
     k_base = k_ptr + b * stride_kn + h * stride_kh
     v_base = v_ptr + b * stride_vn + h * stride_vh
-    # a fixed trip count (the piece's size); blocks past the live positions load nothing
-    for n0 in range(0, SPLIT_SIZE, BLOCK):
-        offs_n = start + n0 + tl.arange(0, BLOCK)
-        live = offs_n < end
-        k = tl.load(
-            k_base + offs_n[:, None] * stride_ks + offs_d[None, :], mask=live[:, None], other=0.0
-        )
-        s = tl.dot(q, tl.trans(k)) * scale
-        s = tl.where(live[None, :], s, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, 1))
-        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)  # nothing live yet: no NaN
-        alpha = tl.exp(m_i - m_safe)
-        p = tl.exp(s - m_safe[:, None])
-        l_i = l_i * alpha + tl.sum(p, 1)
-        v = tl.load(
-            v_base + offs_n[:, None] * stride_vs + offs_d[None, :], mask=live[:, None], other=0.0
-        )
-        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
-        m_i = m_new
+    m_i, l_i, acc = attend_piece(
+        q, k_base, v_base, stride_ks, stride_vs, start, end, scale, offs_d, G_PAD, D, BLOCK,
+        SPLIT_SIZE,
+    )  # fmt: skip
     if NEW_KV:
         # the piece holding this step's position ropes its k, writes k and v into the
         # cache and attends to them; the other pieces compute the same and mask it off

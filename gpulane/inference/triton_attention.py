@@ -34,6 +34,39 @@ def split_count(sequences: int, kv_heads: int, cache_len: int) -> int:
 
 
 @triton.jit
+def attend_piece(
+    q, k_base, v_base, stride_ks, stride_vs, start, end, scale, offs_d,
+    G_PAD: tl.constexpr, D: tl.constexpr, BLOCK: tl.constexpr, SPLIT_SIZE: tl.constexpr,
+):  # fmt: skip
+    """Online softmax of q [G_PAD, D] over the cache positions [start, end) of one piece:
+    (running max, running sum, weighted sum of v). A fixed trip count (the piece's size):
+    blocks past ``end`` load nothing (masked) and add nothing. Shared by this module's
+    split kernel and :mod:`gpulane.inference.fused_attention` (inlined by triton)."""
+    m_i = tl.full([G_PAD], float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros([G_PAD], dtype=tl.float32)
+    acc = tl.zeros([G_PAD, D], dtype=tl.float32)
+    for n0 in range(0, SPLIT_SIZE, BLOCK):
+        offs_n = start + n0 + tl.arange(0, BLOCK)
+        live = offs_n < end
+        k = tl.load(
+            k_base + offs_n[:, None] * stride_ks + offs_d[None, :], mask=live[:, None], other=0.0
+        )
+        s = tl.dot(q, tl.trans(k)) * scale
+        s = tl.where(live[None, :], s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)  # nothing live yet: no NaN
+        alpha = tl.exp(m_i - m_safe)
+        p = tl.exp(s - m_safe[:, None])
+        l_i = l_i * alpha + tl.sum(p, 1)
+        v = tl.load(
+            v_base + offs_n[:, None] * stride_vs + offs_d[None, :], mask=live[:, None], other=0.0
+        )
+        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+        m_i = m_new
+    return m_i, l_i, acc
+
+
+@triton.jit
 def _split_kernel(
     q_ptr, k_ptr, v_ptr, len_ptr, acc_ptr, ml_ptr,
     stride_qn, stride_qh, stride_qg,
@@ -59,31 +92,12 @@ def _split_kernel(
         mask=rows[:, None],
         other=0.0,
     )
-    m_i = tl.full([G_PAD], float("-inf"), dtype=tl.float32)
-    l_i = tl.zeros([G_PAD], dtype=tl.float32)
-    acc = tl.zeros([G_PAD, D], dtype=tl.float32)
     k_base = k_ptr + b * stride_kn + h * stride_kh
     v_base = v_ptr + b * stride_vn + h * stride_vh
-    # a fixed trip count (the piece's size); blocks past the sequence's length load
-    # nothing (masked) and add nothing
-    for n0 in range(0, SPLIT_SIZE, BLOCK):
-        offs_n = start + n0 + tl.arange(0, BLOCK)
-        live = offs_n < end
-        k = tl.load(
-            k_base + offs_n[:, None] * stride_ks + offs_d[None, :], mask=live[:, None], other=0.0
-        )
-        s = tl.dot(q, tl.trans(k)) * scale
-        s = tl.where(live[None, :], s, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, 1))
-        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)  # nothing live yet: no NaN
-        alpha = tl.exp(m_i - m_safe)
-        p = tl.exp(s - m_safe[:, None])
-        l_i = l_i * alpha + tl.sum(p, 1)
-        v = tl.load(
-            v_base + offs_n[:, None] * stride_vs + offs_d[None, :], mask=live[:, None], other=0.0
-        )
-        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
-        m_i = m_new
+    m_i, l_i, acc = attend_piece(
+        q, k_base, v_base, stride_ks, stride_vs, start, end, scale, offs_d, G_PAD, D, BLOCK,
+        SPLIT_SIZE,
+    )  # fmt: skip
     out = (bh * SPLITS + piece) * G_PAD
     tl.store(acc_ptr + (out + offs_g[:, None]) * D + offs_d[None, :], acc)
     tl.store(ml_ptr + (out + offs_g) * 2, m_i)
