@@ -70,10 +70,12 @@ def fit_line(points: list[tuple[float, float]]) -> tuple[float, float]:
     """(intercept, slope) of the least-squares line through (x, y) points; at least two
     distinct x are needed."""
     n = len(points)
+    if n < 2:
+        raise ValueError("a line needs points at two or more distinct x")
     mx = sum(x for x, _ in points) / n
     my = sum(y for _, y in points) / n
     sxx = sum((x - mx) ** 2 for x, _ in points)
-    if n < 2 or sxx == 0:
+    if sxx == 0:
         raise ValueError("a line needs points at two or more distinct x")
     slope = sum((x - mx) * (y - my) for x, y in points) / sxx
     return my - slope * mx, slope

@@ -53,6 +53,9 @@ def test_the_fit_recovers_fixed_cost_and_rate(fixed: float, rate: float, sizes: 
 def test_a_line_needs_two_distinct_sizes() -> None:
     with pytest.raises(ValueError, match="two or more distinct x"):
         fp.fit_line([(1.0, 2.0), (1.0, 3.0)])
+    for few in ([], [(1.0, 2.0)]):  # no division by zero on nothing measured
+        with pytest.raises(ValueError, match="two or more distinct x"):
+            fp.fit_line(few)
 
 
 def test_dry_run_writes_every_probe(tmp_path: Path) -> None:
