@@ -225,6 +225,19 @@ def run_facts(run_dir: str | os.PathLike[str]) -> RunFacts:
     return RunFacts(run_dir, FIELDS, RUN_FIELDS, _ENCODE_COMPACT)
 
 
+def own_run_facts(run_dir: str | os.PathLike[str]) -> RunFacts:
+    """The facts of one of gpulane's own runs (its leading rank the one writer): what
+    every row shares (versions, env, NCCL's summary, hosts) is written once to
+    facts.jsonl, and a resumed run numbers on after the facts it wrote before."""
+    return RunFacts(run_dir, FIELDS, RUN_FIELDS, _ENCODE_COMPACT, append=True)
+
+
+def own_rows_writer(run_dir: str | os.PathLike[str]) -> RowWriter:
+    """The leading rank's writer of a run's rows: each row durable as it is written, the
+    run's facts stored once (:func:`own_run_facts`)."""
+    return RowWriter(run_dir, facts=own_run_facts(run_dir))
+
+
 def row_values(row: Row | dict[str, Any]) -> list[Any]:
     """A row's values in FIELDS order (keys that are not fields go into ``extra``)."""
     if not isinstance(row, Row):
@@ -271,6 +284,9 @@ class RowWriter:
     def write(self, row: Row | dict[str, Any]) -> None:
         if self.facts is not None:
             self.write_line(self.facts.line(row_values(row))[1])
+            if self.sync:
+                self._fh.flush()
+                os.fsync(self._fh.fileno())
             return
         # The fields as they are (the encoder copies nothing; to_dict deep-copies, slowly).
         data = dict(zip(FIELDS, _FIELD_VALUES(row), strict=True)) if isinstance(row, Row) else row

@@ -10,8 +10,10 @@ facts, its ``extra`` holding only the shared (dict and list) values. A row line 
 included), and ``extra`` with the row's own (scalar) keys. Rows written without facts
 (a sweep's ranks) have no ``@facts`` and are read as they are.
 
-Only for a single writer of a run directory whose rows' shared dicts are not changed
-once a row holding them was written (an importer's rows).
+Only for a single writer of a run directory's facts whose rows' shared dicts are not
+changed once a row holding them was written: an importer's rows, and the leading rank of
+gpulane's own runs (``append``: a resumed run numbers on after the facts it wrote before;
+an error row the session adds beside it is written whole, without ``@facts``).
 """
 
 from __future__ import annotations
@@ -93,8 +95,11 @@ class RunFacts:
         fields: Sequence[str],
         run_fields: Sequence[str],
         encode: Callable[[Any], str],
+        *,
+        append: bool = False,
     ) -> None:
         self.path = Path(run_dir) / FACTS_JSONL
+        self._append = append
         self._fields = tuple(fields)
         self._extra = self._fields.index("extra")
         self._run = [self._fields.index(name) for name in run_fields]
@@ -149,13 +154,18 @@ class RunFacts:
         return base, line
 
     def _new_base(self, values: list[Any], shared: dict[str, Any]) -> None:
+        if self._fh is None:
+            if self._append:
+                # A resumed run: its earlier rows name the facts written before.
+                self.count = _next_number(self.path)
+                self._fh = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - kept open
+            else:
+                # A new import: facts left by an earlier, unfinished writer are not its own.
+                self._fh = open(self.path, "w", encoding="utf-8")  # noqa: SIM115 - kept open
         self.number = self.count
         self.count += 1
         self.base = list(values)
         self.base[self._extra] = shared
-        if self._fh is None:
-            # A new run's file: facts left by an earlier, unfinished writer are not its own.
-            self._fh = open(self.path, "w", encoding="utf-8")  # noqa: SIM115 - kept open
         row = dict(zip(self._fields, self.base, strict=True))
         # Flushed at once: a row line must never reach the disk before its facts.
         self._fh.write(self._encode({"facts": self.number, "row": row}) + "\n")
@@ -168,6 +178,21 @@ class RunFacts:
                 os.fsync(self._fh.fileno())
             finally:
                 self._fh.close()
+
+
+def _next_number(path: Path) -> int:
+    """One past the highest facts number in ``path`` (0 for none, or no file)."""
+    highest = -1
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            for raw in fh:
+                try:
+                    highest = max(highest, int(json.loads(raw)["facts"]))
+                except (ValueError, KeyError, TypeError):
+                    continue
+    except OSError:
+        return 0
+    return highest + 1
 
 
 class FactsReader:

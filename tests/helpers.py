@@ -3,7 +3,6 @@ process forked from a server that imported its libraries already: tests/forked_c
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -46,8 +45,10 @@ def run_dirs(results: Path) -> list[Path]:
 
 
 def rows_of(run_dir: Path) -> list[dict[str, Any]]:
-    path = run_dir / "rows.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    """A run directory's rows as dicts, joined with the run's facts (facts.jsonl)."""
+    from gpulane.record import read_rows
+
+    return [row.to_dict() for row in read_rows(run_dir / "rows.jsonl")]
 
 
 # A sweep slow enough (11 sizes x 100 iterations) that a fault can be injected mid-run.

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from gpulane.parquet_rows import ParquetRows, read_parquet
-from gpulane.record import Row, RowWriter, read_rows, row_values, run_facts
+from gpulane.record import Row, RowWriter, own_rows_writer, read_rows, row_values, run_facts
 from gpulane.session.imports import ImportRequest, import_files
+from gpulane.session.live import RowTail
 
 
 def _rows() -> list[Row]:
@@ -111,3 +112,70 @@ def test_one_long_table_imports_in_at_most_three_times_its_size(tmp_path: Path) 
     last = json.loads(facts[-1])
     assert last["row"]["extra"]["nccl_tests"]["avg_busbw_gbps"] == 70.742
     assert rows[-1].extra["nccl_tests"]["avg_busbw_gbps"] == 70.742
+
+
+def _sweep_rows(run_id: str, nccl_version: str, n: int) -> list[Row]:
+    """Rows as a GPU sweep's leading rank makes them: each with its own copy of the run's
+    versions, env and NCCL summary (equal values, new objects), and its own point."""
+    rows = []
+    for k in range(n):
+        nccl = {"transport": "P2P/CUMEM", "channels": 24, "lines": [f"ring {c}" for c in range(8)]}
+        rows.append(
+            Row(
+                run_id=run_id,
+                kind="collective",
+                backend="nccl",
+                op="all_reduce",
+                build="nvlink",
+                world_size=2,
+                size_bytes=8 << k,
+                time_us=5.0 + k,
+                env={"NCCL_NVLS_ENABLE": "0"},
+                versions={"gpulane": "0.1.0", "nccl": nccl_version},
+                transport="P2P/CUMEM",
+                extra={"requested_bytes": 8 << k, "nccl": nccl, "hosts": ["gpu-a"]},
+            )
+        )
+    return rows
+
+
+def test_own_runs_store_their_facts_once(tmp_path: Path) -> None:
+    rows = _sweep_rows("r1", "2.28.9", 12)
+    with own_rows_writer(tmp_path) as w:
+        for row in rows:
+            w.write(row)
+    text = (tmp_path / "rows.jsonl").read_text()
+    # no per-run fact on a row's line: versions, env, NCCL's summary and hosts are in facts
+    for fact in ("versions", "NCCL_NVLS_ENABLE", "P2P/CUMEM", "ring 0", "gpu-a", "nvlink"):
+        assert fact not in text
+    assert len((tmp_path / "facts.jsonl").read_text().splitlines()) == 1
+    assert list(read_rows(tmp_path / "rows.jsonl")) == rows
+    assert len(text) / len(rows) < 200  # bytes a row: its point only
+
+
+def test_a_resumed_run_numbers_its_facts_on(tmp_path: Path) -> None:
+    first, second = _sweep_rows("r1", "2.28.9", 3), _sweep_rows("r1", "2.29.2", 2)
+    with own_rows_writer(tmp_path) as w:
+        for row in first:
+            w.write(row)
+    # the session's error row beside them, written whole
+    with RowWriter(tmp_path) as w:
+        w.write(Row("r1", "collective", "nccl", "all_reduce", status="error", error="rank 1 died"))
+    with own_rows_writer(tmp_path) as w:
+        for row in second:
+            w.write(row)
+    back = list(read_rows(tmp_path / "rows.jsonl"))
+    assert [r.versions.get("nccl") for r in back] == ["2.28.9"] * 3 + [None] + ["2.29.2"] * 2
+    assert back[3].error == "rank 1 died"
+    assert back[:3] == first and back[4:] == second
+
+
+def test_the_live_table_reads_rows_with_their_facts(tmp_path: Path) -> None:
+    rows = _sweep_rows("r1", "2.28.9", 4)
+    tail = RowTail(tmp_path / "rows.jsonl")
+    with own_rows_writer(tmp_path) as w:
+        w.write(rows[0])
+        assert tail.read() == rows[:1]
+        for row in rows[1:]:
+            w.write(row)
+        assert tail.read() == rows[1:]

@@ -18,7 +18,7 @@ from gpulane.config.commands import SweepConfig
 from gpulane.errors import InputError
 from gpulane.preflight import check_world, rank_facts
 from gpulane.rank import RankContext
-from gpulane.record import Row, RowWriter, shaping_env
+from gpulane.record import Row, own_rows_writer, shaping_env
 from gpulane.topology.gpu_state import foreign_on_gpus, own_pids_of, record_gpu_state
 from gpulane.topology.nccl_logs import NcclLogs
 
@@ -240,7 +240,7 @@ def _sweep(
     )
     backend.reserve(points)
     preflight(backend, cfg, points)
-    writer = RowWriter(ctx.run_dir) if ctx.is_leader else None
+    writer = own_rows_writer(ctx.run_dir) if ctx.is_leader else None
     # Other processes on this run's GPUs (pre-flight read them): on every row.
     busy = foreign_on_gpus(ctx.run_dir) if writer is not None else None
     # What NCCL connected, from its own init lines (the communicator exists after preflight).

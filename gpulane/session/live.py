@@ -21,15 +21,18 @@ from rich.progress import (
 )
 
 from gpulane.record import Row, row_of
+from gpulane.runfacts import FACTS_JSONL, FACTS_KEY, FactsReader, join
 
 
 class RowTail:
-    """Rows appended to a JSON Lines file since the last call (complete lines only)."""
+    """Rows appended to a JSON Lines file since the last call (complete lines only), each
+    joined with the run's facts (facts.jsonl beside it, written before the rows)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self.offset = 0
         self.partial = ""
+        self.facts = FactsReader(path.parent / FACTS_JSONL)
 
     def read(self) -> list[Row]:
         try:
@@ -50,6 +53,11 @@ class RowTail:
                 except json.JSONDecodeError:
                     continue
                 if isinstance(data, dict):
+                    if FACTS_KEY in data:
+                        base = self.facts.get(data[FACTS_KEY])
+                        if base is None:
+                            continue  # its facts unreadable: read_rows warns of it
+                        data = join(data, base)
                     out.append(row_of(data))
         return out
 

@@ -36,7 +36,7 @@ from gpulane.config.backend import NcclTestsBackendConfig
 from gpulane.config.commands import SweepConfig
 from gpulane.errors import InputError
 from gpulane.launch.base import LaunchResult, LaunchSpec
-from gpulane.record import Row, RowWriter, shaping_env
+from gpulane.record import Row, own_rows_writer, shaping_env
 from gpulane.rundir import RunDir, make_run_dir, rank_env, save_config
 from gpulane.session.prepare import SweepRun, launcher_for
 from gpulane.session.run import RunSession, SessionSpec
@@ -197,7 +197,7 @@ def _one_binary(
         _outcome(result, text), command, Path(argv[0]), op, json_path, plan,
         int(common["world_size"]), common, launcher.name, kept.name, timeout_s,
     )  # fmt: skip
-    with RowWriter(run.path) as writer:
+    with own_rows_writer(run.path) as writer:
         for row in rows:
             writer.write(row)
     session.pump = None

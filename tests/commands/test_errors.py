@@ -16,7 +16,7 @@ import pytest
 from gpulane.rundir import read_heartbeats
 from gpulane.session.imports import FORMATS
 from tests.conftest import fixture_path
-from tests.helpers import gpulane, run_dirs
+from tests.helpers import gpulane, rows_of, run_dirs
 
 ROWS = fixture_path("advise/nvlink-rows.jsonl")
 NCCL_TESTS = fixture_path("h200x2/nccl-tests-all_reduce.txt")
@@ -214,7 +214,7 @@ def test_a_sweep_whose_reader_went_away_ends_its_ranks(tmp_path: Path) -> None:
     assert [ln for ln in out.stderr.splitlines() if not ln.startswith("# progress:")] == []
     assert len(out.stdout.splitlines()) == 3
     (run,) = run_dirs(runs)
-    rows = [json.loads(ln) for ln in (run / "rows.jsonl").read_text().splitlines()]
+    rows = rows_of(run)
     assert any(r["status"] == "ok" for r in rows)  # the ranks had started measuring
     assert rows[-1]["status"] == "error"
     assert rows[-1]["error"] == "stopped: the reader of its output went away"

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,7 @@ from gpulane.config.validate import check_preset, check_run_id
 from gpulane.errors import InputError
 from gpulane.rundir import make_run_dir
 from tests.commands.test_errors import one_error
-from tests.helpers import gpulane, run_dirs
+from tests.helpers import gpulane, rows_of, run_dirs
 
 
 @pytest.mark.parametrize("name", ["myrun", "node-07.riser_x4", "2026+a", "a" * 128])
@@ -47,7 +46,7 @@ def test_sweep_with_run_id_writes_there_then_refuses_again(tmp_path: Path) -> No
     first = gpulane(*args, "run_id=myrun", f"results_dir={runs}", cwd=tmp_path)
     assert first.returncode == 0, first.stderr
     assert run_dirs(runs) == [runs / "myrun"]
-    rows = [json.loads(x) for x in (runs / "myrun" / "rows.jsonl").read_text().splitlines()]
+    rows = rows_of(runs / "myrun")
     assert rows and {r["run_id"] for r in rows} == {"myrun"}
     before = (runs / "myrun" / "rows.jsonl").read_bytes()
     again = gpulane(*args, "run_id=myrun", f"results_dir={runs}", cwd=tmp_path)

@@ -6,7 +6,6 @@ PYTHONPATH for them.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -30,7 +29,7 @@ from gpulane.launch.mpirun.command import (
 from gpulane.launch.mpirun.failure import describe_failure, mpirun_failure
 from gpulane.rundir import write_heartbeat, write_rank_error
 from tests import helpers
-from tests.helpers import run_mpirun
+from tests.helpers import rows_of, run_mpirun
 
 pytestmark = pytest.mark.mpi
 ROOT = Path(__file__).resolve().parents[2]
@@ -164,7 +163,7 @@ def test_torch_backend_started_by_mpirun(tmp_path: Path) -> None:
     )
     assert p.returncode == 0, p.stdout + p.stderr
     (rows_file,) = tmp_path.glob("*/rows.jsonl")
-    out = [json.loads(x) for x in rows_file.read_text().splitlines()]
+    out = rows_of(rows_file.parent)
     assert out and all(r["backend"] == "torch-gloo" and r["wrong"] == 0 for r in out)
     assert {r["extra"]["launcher"] for r in out} == {"mpirun"}
 

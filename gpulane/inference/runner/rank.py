@@ -18,7 +18,7 @@ from gpulane.inference.runner.rows import RowBuilder
 from gpulane.inference.shapes import DTYPE_NAMES, ModelShape, dtype_bytes
 from gpulane.inference.sharding import rank_slices, stage_layers
 from gpulane.rank import RankContext
-from gpulane.record import Row, RowWriter
+from gpulane.record import Row, own_rows_writer
 from gpulane.topology.nccl_logs import NcclLogs
 
 
@@ -240,7 +240,7 @@ class Runner(Prefill, Decode, RowBuilder):
         prof.export_chrome_trace(str(self.ctx.run_dir / f"trace-{label}-rank{self.ctx.rank}.json"))
 
     def run_all(self, on_row: Callable[[Row], None] | None = None) -> None:
-        writer = RowWriter(self.ctx.run_dir) if self.ctx.is_leader else None
+        writer = own_rows_writer(self.ctx.run_dir) if self.ctx.is_leader else None
         # What NCCL connected between the stages and within them, from its init lines.
         nccl = NcclLogs(self.ctx.run_dir, since=self.started) if writer and self.cuda else None
         try:

@@ -14,6 +14,7 @@ from gpulane.errors import InputError
 from tests import helpers
 from tests.analysis.fixture_rows import copy_rows, h200_topology, nccl_rows, write_run
 from tests.analysis.rules.synthetic import host_copies
+from tests.helpers import rows_of
 
 # nccl-tests logs carry no NCCL INFO account: a required check accepted as missing here
 ALLOW = ["--allow-skip", "nccl_transport_matches_path"]
@@ -219,6 +220,6 @@ def test_suite_measures_on_cpu(tmp_path: Path) -> None:
     assert {"suite", "no_wrong_results", "rows_ok"} <= passed
     sweeps = [d for d in group.iterdir() if (d / "rows.jsonl").exists()]
     assert len(sweeps) == 1
-    rows = [json.loads(x) for x in (sweeps[0] / "rows.jsonl").read_text().splitlines()]
+    rows = rows_of(sweeps[0])
     assert {r["build"] for r in rows} == {"cpu-box"} and {r["op"] for r in rows} == {"all_reduce"}
     assert (group / "report.html").exists() and (group / "junit.xml").exists()
