@@ -49,16 +49,16 @@ class RowTail:
         for line in lines:
             if line.strip():
                 try:
-                    data = json.loads(line)
+                    found = json.loads(line)
                 except json.JSONDecodeError:
                     continue
-                if isinstance(data, dict):
-                    if FACTS_KEY in data:
-                        base = self.facts.get(data[FACTS_KEY])
+                if isinstance(found, dict):
+                    if FACTS_KEY in found:
+                        base = self.facts.get(found[FACTS_KEY])
                         if base is None:
                             continue  # its facts unreadable: read_rows warns of it
-                        data = join(data, base)
-                    out.append(row_of(data))
+                        found = join(found, base)
+                    out.append(row_of(found))
         return out
 
 
