@@ -225,6 +225,12 @@ def run_facts(run_dir: str | os.PathLike[str]) -> RunFacts:
     return RunFacts(run_dir, FIELDS, RUN_FIELDS, _ENCODE_COMPACT)
 
 
+# What a run's rows share in ``extra``: NCCL's own account of the run, the hosts, the
+# other processes found on its GPUs, why a placement is not measured. A row's other nested
+# values (a tokens row's phases, a copy's per-GPU detail) stay on the row.
+OWN_RUN_EXTRA = ("nccl", "hosts", "foreign", "not_measured", "nccl_tests")
+
+
 def own_run_facts(run_dir: str | os.PathLike[str]) -> RunFacts:
     """The facts of one of gpulane's own runs (its leading rank the one writer): what
     every row shares (versions, env, NCCL's summary, hosts) is written once to

@@ -32,6 +32,8 @@ FACTS_KEY = "@facts"  # a row line's facts number (the parquet column too)
 _SHARED = (dict, list)
 # Bases a reader keeps at hand (they are met in the order written; a few for jumps back).
 _KEPT = 8
+# Facts a writer keeps to name again when rows come back to them (op by op, run by run).
+_REUSED = 64
 
 
 class SharedText:
@@ -97,9 +99,13 @@ class RunFacts:
         encode: Callable[[Any], str],
         *,
         append: bool = False,
+        shared_keys: Iterable[str] | None = None,
     ) -> None:
         self.path = Path(run_dir) / FACTS_JSONL
         self._append = append
+        # The keys of ``extra`` that hold the run's facts; None: every dict and list (an
+        # import's nested facts). A key not named stays on its row, whatever its type.
+        self._shared_keys = None if shared_keys is None else frozenset(shared_keys)
         self._fields = tuple(fields)
         self._extra = self._fields.index("extra")
         self._run = [self._fields.index(name) for name in run_fields]
@@ -113,6 +119,7 @@ class RunFacts:
         self._text = ""
         self.number = -1
         self.base: list[Any] = []  # values of the first row with the current facts
+        self._known: dict[str, tuple[int, list[Any]]] = {}  # facts text -> (number, base)
 
     def line(self, values: list[Any]) -> tuple[list[Any], dict[str, Any]]:
         """A row (its values in ``fields`` order) as its line in rows.jsonl: the number
@@ -123,9 +130,10 @@ class RunFacts:
         shared: dict[str, Any] = {}
         own: dict[str, Any] = {}
         if extra:
+            keys = self._shared_keys
             for k, v in extra.items():
                 t = type(v)
-                if t is dict or t is list:
+                if (t is dict or t is list) and (keys is None or k in keys):
                     shared[k] = v
                 else:
                     own[k] = v
@@ -139,7 +147,13 @@ class RunFacts:
             text = self._encode(run_part)
             if text != self._text:
                 self._text = text
-                self._new_base(values, shared)
+                known = self._known.get(text)
+                if known is not None:  # facts met before (a tokens run's decode, prefill)
+                    self.number, self.base = known
+                else:
+                    self._new_base(values, shared)
+                    if len(self._known) < _REUSED:
+                        self._known[text] = (self.number, self.base)
         base = self.base
         line: dict[str, Any] = {FACTS_KEY: self.number}
         fields, skip = self._fields, self._extra

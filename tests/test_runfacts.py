@@ -179,3 +179,20 @@ def test_the_live_table_reads_rows_with_their_facts(tmp_path: Path) -> None:
         for row in rows[1:]:
             w.write(row)
         assert tail.read() == rows[1:]
+
+
+def test_rows_coming_back_to_earlier_facts_name_them_again(tmp_path: Path) -> None:
+    """A tokens run alternates prefill and decode rows, each with its own nested values:
+    the run's facts are written once per op, the per-row dict stays on its row."""
+    rows = []
+    for k in range(8):
+        (row,) = _sweep_rows("r1", "2.28.9", 1)
+        row.op = "prefill" if k % 2 == 0 else "decode"
+        row.extra["roofline"] = {"ms": 1.0 + k}
+        rows.append(row)
+    with own_rows_writer(tmp_path) as w:
+        for row in rows:
+            w.write(row)
+    assert len((tmp_path / "facts.jsonl").read_text().splitlines()) == 2
+    assert list(read_rows(tmp_path / "rows.jsonl")) == rows
+    assert '"roofline"' in (tmp_path / "rows.jsonl").read_text()
