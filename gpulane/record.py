@@ -235,7 +235,9 @@ def own_run_facts(run_dir: str | os.PathLike[str]) -> RunFacts:
     """The facts of one of gpulane's own runs (its leading rank the one writer): what
     every row shares (versions, env, NCCL's summary, hosts) is written once to
     facts.jsonl, and a resumed run numbers on after the facts it wrote before."""
-    return RunFacts(run_dir, FIELDS, RUN_FIELDS, _ENCODE_COMPACT, append=True)
+    return RunFacts(
+        run_dir, FIELDS, RUN_FIELDS, _ENCODE_COMPACT, append=True, shared_keys=OWN_RUN_EXTRA
+    )
 
 
 def own_rows_writer(run_dir: str | os.PathLike[str]) -> RowWriter:
