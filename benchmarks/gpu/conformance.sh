@@ -59,13 +59,27 @@ check() {
   printf '%s\t%s\t%s\t-\n' "$name" "${rc:-none}" "$want" >>"$OUT/expect.tsv"
 }
 
-# cause NAME REGEX: the step's failing lines name the cause (last row of expect.tsv)
+# cause NAME ROW REGEX: the step's failing rows whose rule matches ROW say REGEX, the cause,
+# in their own message (accept.json's checks; the error line of a step that is no accept);
+# the last row of expect.tsv gets yes or no
 cause() {
-  local name=$1 pattern=$2 found=no
-  grep -E "FAIL|error|refus" "$OUT/$name.txt" 2>/dev/null | grep -Eiq "$pattern" && found=yes
+  local name=$1 row=$2 pattern=$3 found=no doc
+  doc=$(grep -o "^# accept.json: .*" "$OUT/$name.txt" 2>/dev/null | tail -1 | sed 's/^# accept.json: //')
+  if [ -n "$doc" ] && [ -f "$doc" ]; then
+    "$PY" - "$doc" "$row" "$pattern" >>"$OUT/$name.causes.txt" 2>&1 <<'PY' && found=yes
+import json, re, sys
+doc, row, pattern = sys.argv[1], re.compile(sys.argv[2]), re.compile(sys.argv[3], re.I)
+failed = [c for c in json.load(open(doc))["checks"] if c["status"] == "fail" and row.search(c["rule"])]
+for c in failed:
+    print(c["rule"], c.get("subject"), "|", c.get("message"))
+sys.exit(0 if failed and all(pattern.search(c.get("message") or "") for c in failed) else 1)
+PY
+  elif grep -E "error:" "$OUT/$name.txt" 2>/dev/null | grep -E "$row" | grep -Eiq "$pattern"; then
+    found=yes
+  fi
   sed -i '$ s/\t-$/\t'"$found"'/' "$OUT/expect.tsv"
-  log "$name: cause /$pattern/ named: $found"
-  grep -E "FAIL" "$OUT/$name.txt" 2>/dev/null | head -8 | tee -a "$OUT/steps.log"
+  log "$name: failing rows /$row/ name the cause /$pattern/: $found"
+  cat "$OUT/$name.causes.txt" 2>/dev/null | head -8 | tee -a "$OUT/steps.log"
 }
 
 start_fault() {  # NAME ARGS...: foreign_load.py in the background, up to speed
@@ -107,12 +121,12 @@ check export 0 10 60 "${G[@]}" export "$RUNS" --format openmetrics
 
 start_fault busy busy 0 300
 check busy 1 60 150 "${A[@]}" build=busy --baseline healthy
-cause busy "pid [0-9]+|pid=[0-9]+|foreign"
+cause busy "no_foreign_work" "pid [0-9]+"
 stop_fault
 
 start_fault pcie pcie 0 300
 check pcie 1 60 150 "${A[@]}" build=pcie --baseline healthy
-cause pcie "pid [0-9]+|pid=[0-9]+|foreign|another process"
+cause pcie "pinned_h2d|copy_vs_baseline" "pid [0-9]+|another process|foreign"
 stop_fault
 
 if [ "$NGPU" -ge 1 ]; then
@@ -121,20 +135,20 @@ if [ "$NGPU" -ge 1 ]; then
   start_fault hold hold 0 "$hold_gib" 120
   [ "${DRY:-0}" = 1 ] || sleep 6
   check hold 2 30 90 "${G[@]}" tokens model=llama3-8b "results_dir=$RUNS"
-  cause hold "pid|another process|held by"
+  cause hold "error:" "pid [0-9]+|another process"
   stop_fault
 fi
 
 if [ "$NGPU" -ge 2 ]; then
   start_fault link link 0 1 300
   check link 1 60 200 "${A[@]}" build=link --baseline healthy
-  cause link "GPU0.{0,3}GPU1|0-1|pair"
+  cause link "localiz" "GPU0.{0,3}GPU1"
   stop_fault
 fi
 
 check nogpu 1 30 90 env CUDA_VISIBLE_DEVICES= "${G[@]}" accept "results_dir=$RUNS" \
   "gpus=$NGPU" build=nogpu
-cause nogpu "CUDA_VISIBLE_DEVICES|driver|no GPU|0 GPU"
+cause nogpu "." "CUDA_VISIBLE_DEVICES|no GPU|driver"
 check healthy-again 0 60 150 "${A[@]}" build=healthy-again --baseline healthy
 
 {
