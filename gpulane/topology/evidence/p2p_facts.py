@@ -117,7 +117,7 @@ def parse_iommu_log(text: str) -> IommuLog:
         if (m := _DOMAIN.search(line)) is not None:
             log.mode = m.group("t").lower()
             log.mode_line = line[m.start() :][:200]
-        elif (f := _FAULT.search(line)) is not None:
+        elif _FAULT.search(line) is not None:
             log.fault_count += 1
             if len(log.faults) < 20:
                 log.faults.append(line[:300])
