@@ -280,7 +280,9 @@ class AcceptConfig(CommonConfig):
     """gpulane doctor's checks as rules: auto, live or false"""
     # facts of the group, saved beside its runs
     gpus: int | None = None
-    """Internal: GPUs of the group"""
+    """GPUs this node should have (fewer or more: FAIL); saved: the GPUs the group saw"""
+    device: str = "auto"
+    """auto or cuda: a node without GPUs is INCOMPLETE; cpu: accept a CPU node knowingly"""
     kind: str | None = None
     """Internal: the machine kind of the group"""
 

@@ -95,6 +95,14 @@ MISTAKES = [
     ),
     # trace: one line, never the file's bytes
     (["trace", "{BIN}"], ["a binary file, not a trace", "(.json, .json.gz)"], ["\\x00", "\x00"]),
+    # accept checks rows: a log is parsed first, and the expectation is a count
+    (
+        ["accept", "run={NCCL}"],
+        ["is an nccl-tests log, not rows", "gpulane parse nccl-tests {NCCL} --out"],
+        ["Traceback"],
+    ),
+    (["accept", "gpus=0", "run={RUN}"], ["gpus: 0", "(1+)"], []),
+    (["accept", "device=gpu", "run={RUN}"], ["device: 'gpu'", "auto, cuda, cpu"], []),
 ]
 
 

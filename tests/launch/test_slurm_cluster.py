@@ -100,6 +100,7 @@ def accept_args(pattern: str, *more: str) -> list[str]:
         "suite.sizes_max=1M",
         "suite.sweep_overrides=['iters=10','warmup=1','device=cpu']",
         "format=json",
+        "device=cpu",  # CPU nodes, accepted knowingly (no GPU: INCOMPLETE otherwise)
         *more,
     ]
 

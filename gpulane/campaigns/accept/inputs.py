@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,27 @@ def resolve_topology(value: Any, paths: list[Path]) -> tuple[Topology | None, st
             )
         return live, "live probe"
     return _read(Path(text)), text
+
+
+# What an nccl-tests log shows in its first lines (as gpulane parse tells the formats apart)
+NCCL_TESTS_SIGN = re.compile(r"# nThread \d+ nGpus|algbw +busbw|Avg bus bandwidth")
+
+
+def refuse_a_log(target: Path, results_dir: Any) -> None:
+    """``run=<an nccl-tests log>``: rows are what accept checks; the log is parsed first."""
+    if not target.is_file() or target.suffix in (".jsonl", ".parquet"):
+        return
+    try:
+        with open(target, "rb") as fh:
+            head = fh.read(65536).decode("utf-8", errors="replace")
+    except OSError:
+        return
+    if NCCL_TESTS_SIGN.search(head):
+        out = Path(str(results_dir or "runs")) / target.stem
+        raise InputError(
+            f"run: {target} is an nccl-tests log, not rows; parse it first: "
+            f"gpulane parse nccl-tests {target} --out {out}, then gpulane accept run={out}"
+        )
 
 
 def _read(path: Path) -> Topology:

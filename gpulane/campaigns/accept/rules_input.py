@@ -57,7 +57,7 @@ def load_rules_file(path_text: str) -> dict[str, Any]:
         raise InputError(
             f"rules: {path}: expected a mapping with `checks:`, got {type(data).__name__}"
         )
-    known = {"checks", "outlier_fraction", "defaults"}
+    known = {"checks", "outlier_fraction", "defaults", "expect"}
     unknown = sorted(str(k) for k in data if str(k) not in known)
     if unknown:
         raise InputError(

@@ -29,9 +29,11 @@ from gpulane.analysis.rules.evaluate import check_allow_skip
 from gpulane.analysis.rules.model import VERDICT_FAIL, VERDICT_INCOMPLETE
 from gpulane.analysis.store import load_frame
 from gpulane.campaigns.accept.campaign_checks import campaign_checks
+from gpulane.campaigns.accept.expect import accept_device, expected_gpus, gpu_checks
 from gpulane.campaigns.accept.findings import accept_doctor, findings_json
 from gpulane.campaigns.accept.inputs import (
     baselines_dir,
+    refuse_a_log,
     resolve_baseline,
     resolve_topology,
     store_baseline,
@@ -137,6 +139,8 @@ def run_accept(cfg: AcceptConfig, say: Say = stdout) -> Outcome:
     base_root = baselines_dir(cfg.results_dir, cfg.run)
     baseline, baseline_src = resolve_baseline(cfg.baseline, base_root)
     mode_of(cfg)  # so is a bad suite.localize or suite.localize_pattern
+    device = accept_device(cfg.device)
+    expected = expected_gpus(cfg.gpus, rules_spec)
     # A topology given (a file, live) is read now: bad input before anything is measured.
     # Only topology=auto waits for the rows, to find the topology.json beside them.
     given = None if str(cfg.topology or "auto") == "auto" else resolve_topology(cfg.topology, [])
@@ -150,11 +154,12 @@ def run_accept(cfg: AcceptConfig, say: Say = stdout) -> Outcome:
         target = Path(str(cfg.run))
         if not target.exists():
             raise InputError(f"run: {target}: no such run directory or rows file")
+        refuse_a_log(target, cfg.results_dir)
         paths = [target]
         default_out = target if target.is_dir() else target.parent
         build = None
     else:
-        gpus = gpu_count()
+        gpus = 0 if device == "cpu" else gpu_count()
         run = make_run_dir(cfg)
         save_config(cfg, run, gpus=gpus, kind="accept")
         build = run.build
@@ -190,7 +195,9 @@ def run_accept(cfg: AcceptConfig, say: Say = stdout) -> Outcome:
         for s in steps:
             if s.name == "sweep" and s.rc == RunFailed.exit_code and not s.note:
                 s.note = "the cluster campaign named what the campaign lines say"
-    verdict.checks[:0] = step_checks(steps) + campaign
+    counted, no_gpus = gpu_checks(expected, gpus, device) if not cfg.run else ([], [])
+    verdict.checks[:0] = counted + step_checks(steps) + campaign
+    verdict.missing[:0] = no_gpus
     clock.lap("rules")
     if steps and not cfg.run:  # measured here: a failed node-level collective is localized
         named, step = localize_checks(

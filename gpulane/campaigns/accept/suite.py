@@ -162,6 +162,8 @@ def suite_steps(cfg: AcceptConfig, group: Path, build: str, gpus: int) -> list[S
         collectives = ",".join(_list(suite.collectives))
         cmd = [*_gpulane(), "sweep", *common, f"collectives=[{collectives}]"]
         cmd += [f"sizes.min={suite.sizes_min}", f"sizes.max={size_max}"]
+        if str(getattr(cfg, "device", "auto")) == "cpu":  # a CPU node, accepted knowingly
+            cmd.append("device=cpu")
         if not any(str(o).startswith("torch_overhead=") for o in _list(suite.sweep_overrides)):
             # what torch.distributed adds per call is a figure for the reader, not one any
             # rule checks: a second NCCL communicator and six timed loops (2-4 s) saved

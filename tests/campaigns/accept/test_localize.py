@@ -146,6 +146,7 @@ def test_accept_localizes_a_slow_rank_on_cpu(tmp_path: Path) -> None:
         "suite.collectives=[all_reduce]",
         "suite.sizes_max=4K",
         "suite.sweep_overrides=['ranks=4','device=cpu','iters=4','warmup=1']",
+        "device=cpu",
         "suite.localize=always",
         "suite.localize_pattern=halving",
         "suite.localize_overrides=['slow_rank=2','slow_ms=200','localize_tolerance=0.1']",

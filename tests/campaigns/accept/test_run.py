@@ -195,6 +195,7 @@ def test_suite_measures_on_cpu(tmp_path: Path) -> None:
         "accept",
         f"results_dir={runs}",
         "build=cpu-box",
+        "device=cpu",
         "suite.collectives=[all_reduce]",
         "suite.sizes_max=4K",
         "suite.copy=false",
