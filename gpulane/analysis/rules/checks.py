@@ -12,6 +12,7 @@ from __future__ import annotations
 from gpulane.analysis.rules.doctor_checks import check_doctor
 from gpulane.analysis.rules.foreign_checks import check_no_foreign
 from gpulane.analysis.rules.model import CheckSpec
+from gpulane.analysis.rules.p2p_trust_checks import check_p2p_trust
 from gpulane.analysis.rules.row_checks import check_no_wrong, check_status_ok
 from gpulane.analysis.rules.threshold import check_max, check_min
 from gpulane.analysis.rules.topology_checks import check_p2p_status, check_pcie_link
@@ -89,6 +90,12 @@ CHECKS: dict[str, CheckSpec] = {
         needs=("rows",),
         threshold="pass when no other process used a GPU of the run (pre-flight, NVML: the "
         "rows' extra.foreign); each GPU another process used fails, naming the process",
+    ),
+    "p2p_trust": CheckSpec(
+        run=check_p2p_trust,
+        needs=("p2p_trust",),
+        threshold="pass when each GPU pair's small all_reduce finishes within the timeout and "
+        "is not slower than the same pair with NCCL_P2P_DISABLE=1; not applicable on one GPU",
     ),
 }
 
