@@ -35,6 +35,7 @@ class Run:
     seconds: float | None = None  # per operation, mean over the timed iterations
     size_bytes: int | None = None
     error: str | None = None
+    waited_s: float | None = None  # from both ranks started to the verdict
 
     @property
     def gbps(self) -> float | None:

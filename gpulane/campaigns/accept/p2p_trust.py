@@ -1,0 +1,178 @@
+"""Run the P2P trust check: a small all_reduce between the two ranks of each GPU pair,
+under a short timeout, once as the machine is and once staged through host memory
+(``NCCL_P2P_DISABLE=1``), then judge each pair (``analysis.doctor.p2p_trust``).
+
+Each run is two real processes (``multiprocessing``, spawned) joined by
+``torch.distributed`` over a TCP store: NCCL with one GPU each, or gloo on CPUs (the
+stand-in where there are no GPUs). A run that does not finish within the timeout after
+both ranks started is a hang: its processes are killed and the pair FAILs. On one GPU
+there is no pair: the check is not applicable (:data:`NOT_APPLICABLE`).
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import queue
+import socket
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gpulane.analysis.doctor.p2p_trust import (
+    ERROR,
+    HANG,
+    OK,
+    PairEvidence,
+    PairResult,
+    Run,
+    infer_causes,
+    judge_pair,
+)
+
+NOT_APPLICABLE = "not applicable: fewer than two GPUs, no pair to check"
+STAGED_ENV = {"NCCL_P2P_DISABLE": "1"}
+
+
+@dataclass(frozen=True)
+class PairJob:
+    """What each rank of one run does (picklable: it crosses into spawned processes)."""
+
+    backend: str  # nccl, gloo
+    devices: tuple[int, int] | None  # CUDA device per rank; None on CPUs
+    size_bytes: int
+    iters: int
+    warmup: int
+    env: tuple[tuple[str, str], ...]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def pair_rank(rank: int, port: int, job: PairJob, out: Any) -> None:
+    """One rank: time ``iters`` all_reduce calls of ``size_bytes`` after ``warmup``; rank
+    0 puts ("time", seconds per op). Puts ("ready", rank) once torch is imported."""
+    os.environ.update(dict(job.env))
+    os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
+    import torch
+    import torch.distributed as dist
+
+    out.put(("ready", rank))
+    try:
+        device = torch.device("cpu")
+        if job.devices is not None:
+            device = torch.device("cuda", job.devices[rank])
+            torch.cuda.set_device(device)
+        dist.init_process_group(
+            job.backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2
+        )
+        x = torch.ones(max(1, job.size_bytes // 4), dtype=torch.float32, device=device)
+        for _ in range(job.warmup):
+            dist.all_reduce(x)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        start = time.perf_counter()
+        for _ in range(job.iters):
+            dist.all_reduce(x)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        seconds = (time.perf_counter() - start) / job.iters
+        dist.destroy_process_group()
+        if rank == 0:
+            out.put(("time", seconds))
+    except Exception as err:  # the run's own failure, reported as its outcome
+        out.put(("error", f"rank {rank}: {type(err).__name__}: {err}"[:300]))
+
+
+RankFunction = Callable[[int, int, PairJob, Any], None]
+
+
+def run_once(
+    job: PairJob, timeout_s: float, start_s: float = 120.0, rank_fn: RankFunction = pair_rank
+) -> Run:
+    """One run of ``job`` on two spawned ranks. ``hang`` when it has not finished
+    ``timeout_s`` after both ranks started (they are killed); ``error`` when a rank failed,
+    died, or did not start within ``start_s``."""
+    ctx = mp.get_context("spawn")
+    out = ctx.Queue()
+    port = _free_port()
+    procs = [ctx.Process(target=rank_fn, args=(r, port, job, out), daemon=True) for r in (0, 1)]
+    for p in procs:
+        p.start()
+    try:
+        return _collect(procs, out, job, timeout_s, start_s)
+    finally:
+        for p in procs:
+            if p.is_alive():
+                p.kill()
+            p.join(5)
+
+
+def _collect(procs: list[Any], out: Any, job: PairJob, timeout_s: float, start_s: float) -> Run:
+    ready: set[int] = set()
+    deadline = time.monotonic() + start_s
+    began: float | None = None
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            if began is None:
+                return Run(ERROR, error=f"ranks did not start within {start_s:g} s")
+            waited = time.monotonic() - began
+            return Run(HANG, error=f"did not finish within {timeout_s:g} s", waited_s=waited)
+        try:
+            kind, value = out.get(timeout=min(left, 0.2))
+        except queue.Empty:
+            dead = [p for p in procs if not p.is_alive() and p.exitcode not in (0, None)]
+            if dead:
+                return Run(ERROR, error=f"a rank died (exit {dead[0].exitcode})")
+            continue
+        if kind == "ready":
+            ready.add(int(value))
+            if len(ready) == 2:
+                began = time.monotonic()
+                deadline = began + timeout_s
+        elif kind == "time":
+            waited = time.monotonic() - began if began is not None else None
+            return Run(OK, float(value), job.size_bytes, waited_s=waited)
+        else:
+            return Run(ERROR, error=str(value))
+
+
+def check_pairs(
+    pairs: Sequence[tuple[str, str]],
+    make_job: Callable[[tuple[str, str], dict[str, str]], PairJob],
+    evidence: Callable[[str, str], PairEvidence],
+    timeout_s: float = 20.0,
+    min_ratio: float = 1.0,
+    rank_fn: RankFunction = pair_rank,
+) -> list[PairResult]:
+    """Each pair: the P2P run, then (when it finished) the host-staged run; judged, with
+    the causes from ``evidence(a, b)`` for a pair that hung or ran slow."""
+    results = []
+    for a, b in pairs:
+        p2p = run_once(make_job((a, b), {}), timeout_s, rank_fn=rank_fn)
+        staged = (
+            run_once(make_job((a, b), dict(STAGED_ENV)), timeout_s, rank_fn=rank_fn)
+            if p2p.status == OK
+            else None
+        )
+        result = judge_pair(a, b, p2p, staged, timeout_s, min_ratio)
+        result.causes = infer_causes(result.outcome, evidence(a, b))
+        results.append(result)
+    return results
+
+
+def gpu_job(
+    index: dict[str, int], size_bytes: int = 64 << 20, iters: int = 10, warmup: int = 3
+) -> Callable[[tuple[str, str], dict[str, str]], PairJob]:
+    """Jobs for GPU pairs named as in the topology (``GPU0`` -> CUDA device ``index``)."""
+
+    def make(pair: tuple[str, str], env: dict[str, str]) -> PairJob:
+        devices = (index[pair[0]], index[pair[1]])
+        return PairJob("nccl", devices, size_bytes, iters, warmup, tuple(sorted(env.items())))
+
+    return make
