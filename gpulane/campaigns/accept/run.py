@@ -99,8 +99,22 @@ def accept(cfg: AcceptConfig, say: Say = stdout) -> int:
     return EXIT_STATUS.get(outcome.verdict.status, 0)
 
 
-def _out_dir(cfg: AcceptConfig, default: Path) -> Path:
-    out = Path(str(cfg.out)) if cfg.out else default
+def fresh_out(out: Path) -> Path:
+    """``out``, or where it already holds an earlier accept's verdict, the first
+    ``out/accept-N`` (N = 2, 3, ...) that holds none: an accept never writes over another."""
+    if not (out / ACCEPT_JSON).exists():
+        return out
+    n = 2
+    while (out / f"accept-{n}" / ACCEPT_JSON).exists():
+        n += 1
+    return out / f"accept-{n}"
+
+
+def _out_dir(cfg: AcceptConfig, default: Path, say: Say = stdout) -> Path:
+    first = Path(str(cfg.out)) if cfg.out else default
+    out = fresh_out(first)
+    if out != first:
+        say(f"# accept: {first / ACCEPT_JSON} holds an earlier accept's verdict; this one: {out}")
     try:
         out.mkdir(parents=True, exist_ok=True)
         probe = out / ".writable"
@@ -156,7 +170,9 @@ def run_accept(cfg: AcceptConfig, say: Say = stdout) -> Outcome:
             raise InputError(f"run: {target}: no such run directory or rows file")
         refuse_a_log(target, cfg.results_dir)
         paths = [target]
-        default_out = target if target.is_dir() else target.parent
+        # a rows file's verdict goes into the results directory, not beside the file
+        results = Path(str(cfg.results_dir or "runs"))
+        default_out = target if target.is_dir() else results / f"{target.parent.name}-accept"
         build = None
     else:
         gpus = 0 if device == "cpu" else gpu_count()
@@ -211,7 +227,7 @@ def run_accept(cfg: AcceptConfig, say: Say = stdout) -> Outcome:
             0,
             Check("suite", FAIL, "rows", "-", "no rows to check", description="rows were measured"),
         )
-    out = _out_dir(cfg, default_out)
+    out = _out_dir(cfg, default_out, say)
     outcome = Outcome(
         verdict, frame, out, steps=steps, baseline=baseline_src, findings=found["findings"]
     )
