@@ -10,6 +10,7 @@ GPU) gets the reason instead of a split.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -156,15 +157,32 @@ def advice_card(b: BuildAdvice, index: int) -> str:
     )
 
 
+def _short_reason(why: str | None) -> str:
+    """Why a build got no advice, as a reader's sentence: the first line of the reason,
+    without the command-line error's prefix or its suggested command line."""
+    text = (why or "no reason recorded").strip().splitlines()[0]
+    text = re.sub(r"^(gpulane: )?error: ", "", text)
+    return text.split("; use ")[0].split(" (try ")[0].rstrip(".")
+
+
 def advice_section(builds: Sequence[BuildAdvice]) -> str:
-    cards = "".join(advice_card(b, i) for i, b in enumerate(builds))
-    intro = (
-        "<p>The advisor's prediction of each split from the build's own collective curves "
-        "and topology (gpulane advise), calibrated on its token rows where it has them.</p>"
+    """The advisor's cards, one per build it has an answer for; the builds it has none for
+    in one line each, in words (never the raw error of the command line)."""
+    answered = [(i, b) for i, b in enumerate(builds) if b.advice is not None]
+    unanswered = [b for b in builds if b.advice is None]
+    missing = "".join(
+        f"<li>{e(b.label)}: no advice ({e(_short_reason(b.why_not))})</li>" for b in unanswered
     )
-    return section(
-        "advice", "Advisor: TP or PP per build", intro + f'<div class="cards">{cards}</div>'
-    )
+    body = f'<ul class="meta" id="advice-missing">{missing}</ul>' if missing else ""
+    if answered:
+        cards = "".join(advice_card(b, i) for i, b in answered)
+        intro = (
+            "<p>The advisor's prediction of each split from the build's own collective "
+            "curves and topology (gpulane advise), calibrated on its token rows where it has "
+            "them.</p>"
+        )
+        body = intro + f'<div class="cards">{cards}</div>' + body
+    return section("advice", "Advisor: TP or PP per build", body)
 
 
 def compare_page(

@@ -65,7 +65,35 @@ def test_collective_curves_log_log_with_the_legend_outside(frame: pd.DataFrame) 
     styles = {(line.get_color(), line.get_linestyle()) for line in busbw.get_lines()}
     assert len({c for c, _ in styles}) == 2 and {s for _, s in styles} == {"-", "--"}
     labels = [t.get_text() for t in plot.figure.legends[0].get_texts()]
-    assert labels == ["nvlink (NV18)", "pcie-host (NV18)", "out-of-place", "in-place"]
+    # nccl-tests logs say no transport: the topology's label, named as the topology's
+    assert labels == [
+        "nvlink (topology NV18)",
+        "pcie-host (topology NV18)",
+        "out-of-place",
+        "in-place",
+    ]
+    assert "busbw (log axis)" in plot.alt and "time per operation (log axis)" in plot.alt
+
+
+def test_legend_names_the_transport_the_run_took(frame: pd.DataFrame) -> None:
+    """P2P off over an NVLink pair runs through host memory: the legend says SHM, and keeps
+    the topology's NV18 beside it as the machine's, not the run's, path."""
+    coll = frame["kind"] == "collective"
+    frame = frame.copy()
+    frame.loc[coll & (frame["build"] == "nvlink"), "transport"] = "P2P/CUMEM"
+    frame.loc[coll & (frame["build"] == "pcie-host"), "transport"] = "SHM"
+    (plot,) = collective_plots(frame)
+    labels = [t.get_text() for t in plot.figure.legends[0].get_texts()]
+    assert labels[:2] == ["nvlink (P2P/CUMEM; topology NV18)", "pcie-host (SHM; topology NV18)"]
+
+
+def test_a_linear_value_axis_is_captioned_linear(frame: pd.DataFrame) -> None:
+    """Busbw of a narrow range is drawn on a linear axis: the caption must not say log."""
+    part = frame[(frame["kind"] == "collective") & (frame["size_bytes"] >= 1 << 26)]
+    (plot,) = collective_plots(part)
+    busbw = boxes(plot.figure)[1][0]
+    assert busbw.get_yscale() == "linear"
+    assert "busbw (linear axis)" in plot.alt and "log-log" not in plot.alt
 
 
 def test_copy_panels_titles_clear_of_the_size_axis(frame: pd.DataFrame) -> None:

@@ -22,6 +22,7 @@ import pandas as pd
 
 from gpulane.analysis.compare.apart import apart_notes, distinguish
 from gpulane.analysis.compare.machines import mixed_machines
+from gpulane.analysis.rules.ranks import judged_rows, one_rank_note
 from gpulane.analysis.store import FIGURE_KEYS, METRICS, key_frame
 from gpulane.errors import InputError
 from gpulane.units import format_size
@@ -88,6 +89,12 @@ def compare(
                 f"{mixed}; compare those runs side by side (gpulane compare RUN RUN ...), or "
                 "keep one machine with --where (e.g. --where \"backend == 'nccl-tests'\")"
             )
+    # 1-rank collective rows measure no link (busbw 0 by definition): left out, said once
+    judged = [(label, judged_rows(frame)) for label, frame in sides]
+    lone = sum(n for _, (_, n) in judged)
+    sides = [
+        (label, frame if frame is not None else pd.DataFrame()) for label, (frame, _) in judged
+    ]
     labels = unique_labels([label for label, _ in sides])
     tables: list[pd.DataFrame] = []
     for kind, kind_metrics in METRICS.items():
@@ -154,6 +161,7 @@ def compare(
     named = list(zip(labels, [frame for _, frame in sides], strict=True))
     kinds = [k for k, ms in METRICS.items() if any(m in metrics for m, _, _ in ms)]
     notes = apart_notes(named, kinds, shared_kinds)
+    notes = ([one_rank_note(lone)] if lone else []) + notes
     return Comparison(labels, table, summarize(table, labels), all_rows, notes)
 
 
@@ -198,6 +206,9 @@ def summarize(table: pd.DataFrame, labels: Sequence[str]) -> pd.DataFrame:
             used = ratios.notna()
             logs = [math.log(float(r)) for r in ratios[used]]
             entry[f"geomean:{label}"] = math.exp(sum(logs) / len(logs)) if logs else None
+            # the ratios' own spread (geometric standard deviation - 1): the noise of this
+            # comparison, stated beside its geomean; None from fewer than 3 ratios
+            entry[f"spread:{label}"] = _log_spread(logs)
             entry[f"used:{label}"] = int(used.sum())
             # figures both sides hold but one measured as 0 (or not at all): no ratio
             left = group[~used & group[label].notna() & group[labels[0]].notna()]
@@ -207,3 +218,13 @@ def summarize(table: pd.DataFrame, labels: Sequence[str]) -> pd.DataFrame:
                 entry[f"largest:{label}"] = at_largest.median() if len(at_largest) else None
         rows.append(entry)
     return pd.DataFrame(rows)
+
+
+def _log_spread(logs: list[float]) -> float | None:
+    """exp(standard deviation of the log ratios) - 1: 0.05 for ratios that scatter by about
+    5 % around their geometric mean; None for fewer than 3."""
+    if len(logs) < 3:
+        return None
+    mean = sum(logs) / len(logs)
+    var = sum((x - mean) ** 2 for x in logs) / (len(logs) - 1)
+    return math.exp(math.sqrt(var)) - 1.0

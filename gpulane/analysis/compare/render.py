@@ -57,6 +57,15 @@ def notes_lines(cmp: Comparison) -> list[str]:
     return [f"not compared: {n}" for n in cmp.notes]
 
 
+def noise_text(ratio: Any, spread: Any) -> str:
+    """The noise beside a ratio: the ratios' scatter, and whether the ratio is within it
+    ("±4 %, within noise"); "-" where fewer than 3 ratios give no scatter."""
+    if spread is None or spread != spread or ratio is None or ratio != ratio:
+        return "-"
+    within = abs(math.log(float(ratio))) <= math.log1p(float(spread))
+    return f"±{100 * float(spread):.0f} %" + (", within noise" if within else "")
+
+
 def summary_display(cmp: Comparison) -> pd.DataFrame:
     out = []
     for r in cmp.summary.to_dict("records"):
@@ -68,6 +77,7 @@ def summary_display(cmp: Comparison) -> pd.DataFrame:
         }
         for label in cmp.labels[1:]:
             line[f"{label}/{cmp.labels[0]} geomean"] = _fmt(r.get(f"geomean:{label}"), "ratio")
+            line[f"{label} noise"] = noise_text(r.get(f"geomean:{label}"), r.get(f"spread:{label}"))
             if "at" in r and isinstance(r.get("at"), str):
                 line[f"{label}/{cmp.labels[0]} at {r['at']}"] = _fmt(
                     r.get(f"largest:{label}"), "ratio"

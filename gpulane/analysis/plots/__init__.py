@@ -1,5 +1,5 @@
 """Plots of rows in one house style (:mod:`.style`): collective curves (busbw and latency,
-log-log), copy bandwidth against line rate, token rates per batch with comm share, and
+log size axis), copy bandwidth against line rate, token rates per batch with comm share, and
 the accept report's current-against-baseline plots. Every function returns
 :class:`style.Plot` objects; a page inlines ``plot.svg()``, ``--plot DIR`` writes
 ``plot.png()``."""

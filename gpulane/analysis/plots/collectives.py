@@ -1,4 +1,5 @@
-"""Collective curves: bus bandwidth and latency against message size, log-log.
+"""Collective curves: bus bandwidth and latency against message size (log size axis; each
+value axis log or linear by its data's range, and the caption says which).
 
 One figure per collective (and per backend, dtype, graph mode or rank count where the
 rows hold several: those are never drawn on one line), two axes side by side: busbw and
@@ -127,6 +128,7 @@ def collective_plots(
             variants = _variants(part)
             fig = style.figure(height=3.7)
             axes = fig.subplots(1, 2)
+            scales = []
             for ax, metric, label in (
                 (axes[0], "busbw_gbps", "busbw (GB/s)"),
                 (axes[1], "time_us", "time per operation (µs)"),
@@ -141,7 +143,7 @@ def collective_plots(
                     )  # fmt: skip
                     drawn.append(m.value)
                 style.size_axis(ax, part["size_bytes"])
-                style.scale_axis(ax, "y", drawn)
+                scales.append("log" if style.scale_axis(ax, "y", drawn) else "linear")
                 ax.set_ylabel(label)
             if len(variants) == 1:
                 title += f" ({VARIANT_NAME.get(variants[0], 'variant not recorded')} only)"  # type: ignore[arg-type]
@@ -163,8 +165,8 @@ def collective_plots(
                 style.Plot(
                     name=style.slug("collective " + title.split(" (")[0]),
                     title=title,
-                    alt=f"{title}: busbw and time per operation against message size, "
-                    "log-log, one colour per " + series,
+                    alt=f"{title}: busbw ({scales[0]} axis) and time per operation "
+                    f"({scales[1]} axis) against message size (log axis), one colour per " + series,
                     figure=fig,
                 )
             )
@@ -172,7 +174,13 @@ def collective_plots(
 
 
 def _series_label(rows: pd.DataFrame, series: str, name: Any) -> str:
-    """The series name, with the path label(s) its rows ran over."""
+    """The series name, with the path its run took: the transport NCCL used where the rows
+    say (a build with P2P off over an NVLink pair ran through host memory, not NVLink),
+    the topology's path label beside it; the path label alone where no transport is known."""
     mine = rows[rows[series] == name]
     paths = sorted({str(p) for p in mine["path"].dropna()})
-    return str(name) + (f" ({', '.join(paths)})" if paths else "")
+    transports = sorted({str(t) for t in mine["transport"].dropna()}) if "transport" in mine else []
+    if transports:
+        where = ", ".join(transports) + (f"; topology {', '.join(paths)}" if paths else "")
+        return f"{name} ({where})"
+    return str(name) + (f" (topology {', '.join(paths)})" if paths else "")

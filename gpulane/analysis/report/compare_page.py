@@ -2,7 +2,7 @@
 
 1. the verdict in two lines (:mod:`.verdict`), and what was not compared and why;
 2. each build's topology, with the transport NCCL used where the rows say;
-3. collective curves, busbw and latency, log-log, one colour per build;
+3. collective curves, busbw and latency against size, one colour per build;
 4. copy bandwidth against line rate;
 5. token rates per batch and comm share;
 6. the advisor's split per build (made on the planning floor and passed in as HTML);

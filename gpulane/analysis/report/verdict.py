@@ -4,7 +4,9 @@ Line 1, per build against the first (the reference): the collective busbw ratio 
 64 MiB and up (the geometric mean over the shared figures there; at the largest shared
 size when none reaches 64 MiB), and the change in token rate of the tensor-parallel split
 at the largest batch both builds ran, decode and prefill:
-``pcie-host: all_reduce busbw 0.08× nvlink at ≥ 64 MiB; TP=2 decode −15 %, prefill −49 % at batch 16``.
+``pcie-host: all_reduce busbw 0.08× nvlink at ≥ 64 MiB (±2 % over 8 sizes); TP=2 decode
+−15 %, prefill −49 % at batch 16``: the noise beside the ratio is the scatter of the ratios
+it is the mean of, and a ratio within it reads "within noise".
 
 Line 2, which split of the GPUs was faster on each build, per phase, where the rows hold
 more than one split at one batch (``decode: TP=2 on nvlink, pcie-host; PP=2 on socket``);
@@ -58,7 +60,27 @@ def collective_change(cmp: Comparison, label: str) -> str | None:
         top = rows["size_bytes"].max()
         big, where = rows[rows["size_bytes"] == top], f"at {format_size(int(top))}"
     r = _geomean(big[f"ratio:{label}"])
-    return None if r is None else f"{op} busbw {_ratio_text(r)} {cmp.labels[0]} {where}"
+    if r is None:
+        return None
+    return (
+        f"{op} busbw {_ratio_text(r)} {cmp.labels[0]} {where} ({_noise(big[f'ratio:{label}'], r)})"
+    )
+
+
+def _noise(ratios: pd.Series, r: float) -> str:
+    """The ratio's noise, from the scatter of the ratios it is the mean of: "±3 % over 8
+    sizes, within noise" (a ratio no further from 1 than its scatter is no difference)."""
+    logs = [math.log(float(v)) for v in ratios.dropna() if float(v) > 0]
+    if len(logs) < 3:
+        return f"noise unknown: {len(logs)} size{'s' if len(logs) != 1 else ''}"
+    spread = _log_spread(logs)
+    within = abs(math.log(r)) <= math.log1p(spread)
+    return f"±{100 * spread:.0f} % over {len(logs)} sizes" + (", within noise" if within else "")
+
+
+def _log_spread(logs: list[float]) -> float:
+    mean = sum(logs) / len(logs)
+    return math.exp(math.sqrt(sum((x - mean) ** 2 for x in logs) / (len(logs) - 1))) - 1.0
 
 
 def _tokens(frame: pd.DataFrame) -> pd.DataFrame:
