@@ -95,7 +95,10 @@ CHECKS: dict[str, CheckSpec] = {
         run=check_p2p_trust,
         needs=("p2p_trust",),
         threshold="pass when each GPU pair's small all_reduce finishes within the timeout and "
-        "is not slower than the same pair with NCCL_P2P_DISABLE=1; not applicable on one GPU",
+        "is not slower than min_ratio x the same pair with NCCL_P2P_DISABLE=1; not applicable "
+        "on one GPU",
+        keys=("timeout_s", "min_ratio"),
+        numbers=("timeout_s", "min_ratio"),
     ),
 }
 

@@ -29,7 +29,10 @@ from gpulane.analysis.doctor.p2p_trust import (
     Run,
     infer_causes,
     judge_pair,
+    pair_evidence,
 )
+from gpulane.topology.evidence import gather_live
+from gpulane.topology.evidence.p2p_live import gather_p2p_facts
 
 NOT_APPLICABLE = "not applicable: fewer than two GPUs, no pair to check"
 STAGED_ENV = {"NCCL_P2P_DISABLE": "1"}
@@ -176,3 +179,40 @@ def gpu_job(
         return PairJob("nccl", devices, size_bytes, iters, warmup, tuple(sorted(env.items())))
 
     return make
+
+
+def wants_p2p_trust(rules_spec: Any) -> dict[str, Any] | None:
+    """The first enabled rule of the rule set whose check is ``p2p_trust``, or None."""
+    checks = (rules_spec or {}).get("checks") or {}
+    for rule in checks.values() if isinstance(checks, dict) else []:
+        on = isinstance(rule, dict) and rule.get("enabled", True) not in (False, "false")
+        if on and rule.get("check") == "p2p_trust":
+            return dict(rule)
+    return None
+
+
+def accept_p2p_trust(rules_spec: Any, gpus: int) -> dict[str, Any] | None:
+    """What ``accept`` passes as ``evidence["p2p_trust"]`` when its rule set has a
+    ``p2p_trust`` rule: every pair of this machine's GPUs checked (``timeout_s`` and
+    ``min_ratio`` from the rule), the causes from live evidence; not applicable on one GPU."""
+    rule = wants_p2p_trust(rules_spec)
+    if rule is None:
+        return None
+    if gpus < 2:
+        return {"not_applicable": NOT_APPLICABLE}
+    ev = gather_live(under_load=False)
+    facts = gather_p2p_facts()
+    names = {f"GPU{i}": i for i in range(gpus)}
+    pairs = [(f"GPU{i}", f"GPU{j}") for i in range(gpus) for j in range(i + 1, gpus)]
+
+    def evidence(a: str, b: str) -> PairEvidence:
+        return pair_evidence(ev, a, b, facts.bar1, facts.hmm, facts.iommu_log)
+
+    results = check_pairs(
+        pairs,
+        gpu_job(names),
+        evidence,
+        timeout_s=float(rule.get("timeout_s") or 20.0),
+        min_ratio=float(rule.get("min_ratio") or 1.0),
+    )
+    return {"pairs": [r.to_dict() for r in results]}

@@ -40,6 +40,7 @@ from gpulane.campaigns.accept.inputs import (
 )
 from gpulane.campaigns.accept.localize import localize_checks, mode_of
 from gpulane.campaigns.accept.output import junit_xml, print_verdict
+from gpulane.campaigns.accept.p2p_trust import accept_p2p_trust
 from gpulane.campaigns.accept.suite import Step, gpu_count, run_suite, step_checks
 from gpulane.config.commands import AcceptConfig
 from gpulane.errors import InputError, RunFailed
@@ -196,12 +197,16 @@ def run_accept(cfg: AcceptConfig, say: Say = stdout) -> Outcome:
     doctor = accept_doctor(cfg.doctor, paths, not cfg.run, gpus, topology, topology_src)
     found = findings_json(doctor)
     clock.lap("doctor")
+    evidence: dict[str, Any] = {"doctor": found["findings"]} if doctor is not None else {}
+    trust = accept_p2p_trust(rules_spec, gpus) if not cfg.run else None
+    if trust is not None:  # a p2p_trust rule: each GPU pair's collective, here and now
+        evidence["p2p_trust"] = trust
     verdict = evaluate(
         frame,
         rules_spec,
         topology,
         baseline,
-        evidence={"doctor": found["findings"]} if doctor is not None else None,
+        evidence=evidence or None,
         gpus=gpus if not cfg.run else None,
         allow_skip=allow_skip,
     )

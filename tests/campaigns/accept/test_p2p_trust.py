@@ -17,9 +17,11 @@ from gpulane.campaigns.accept.p2p_trust import (
     NOT_APPLICABLE,
     STAGED_ENV,
     PairJob,
+    accept_p2p_trust,
     check_pairs,
     pair_rank,
     run_once,
+    wants_p2p_trust,
 )
 from gpulane.topology.evidence.p2p_facts import Bar1
 
@@ -115,3 +117,12 @@ def test_one_gpu_is_not_applicable_never_a_pass():
     verdict = _verdict({"not_applicable": NOT_APPLICABLE})
     assert [c.status for c in verdict.checks] == [SKIP]
     assert verdict.status != "PASS"
+
+
+def test_accept_runs_the_pairs_only_for_a_p2p_trust_rule_and_one_gpu_is_not_applicable():
+    assert accept_p2p_trust({"checks": {"x": {"check": "min", "metric": "busbw"}}}, 8) is None
+    off = {"checks": {"p": {"check": "p2p_trust", "enabled": False}}}
+    assert accept_p2p_trust(off, 8) is None
+    on = {"checks": {"p": {"check": "p2p_trust", "timeout_s": 5}}}
+    assert accept_p2p_trust(on, 1) == {"not_applicable": NOT_APPLICABLE}
+    assert wants_p2p_trust(on) == {"check": "p2p_trust", "timeout_s": 5}
