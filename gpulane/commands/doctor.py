@@ -104,6 +104,12 @@ def _parser() -> ArgumentParser:
         action="store_true",
         help="live: read PCIe links idle instead of under a short copy load",
     )
+    p.add_argument(
+        "--p2p-trust",
+        action="store_true",
+        help="live: run a small all_reduce on every GPU pair (and with NCCL_P2P_DISABLE=1); "
+        "a pair that hangs or is slower than host staging is an error, with its likely cause",
+    )
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     return p
 
@@ -137,6 +143,8 @@ def main(argv: list[str]) -> int:
     if files.any():
         if args.no_load:
             raise InputError("--no-load is for the live machine; it cannot be used with files")
+        if args.p2p_trust:
+            raise InputError("--p2p-trust runs collectives on this machine; not with files")
         evidence = gather_files(files)
     else:
         evidence = gather_live(under_load=not args.no_load)
@@ -145,6 +153,11 @@ def main(argv: list[str]) -> int:
     if args.run:
         add_run(evidence, args.run)
     report = run_doctor(evidence)
+    if args.p2p_trust:
+        from gpulane.campaigns.accept.p2p_trust import doctor_p2p_trust
+        from gpulane.campaigns.accept.suite import gpu_count
+
+        doctor_p2p_trust(report, evidence, gpu_count())
     if args.json:
         json.dump(report.to_dict(), sys.stdout, indent=1, default=str)
         sys.stdout.write("\n")

@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gpulane.analysis.doctor.model import Report
 from gpulane.analysis.doctor.p2p_trust import (
     ERROR,
     HANG,
@@ -27,11 +28,12 @@ from gpulane.analysis.doctor.p2p_trust import (
     PairEvidence,
     PairResult,
     Run,
+    findings,
     infer_causes,
     judge_pair,
     pair_evidence,
 )
-from gpulane.topology.evidence import gather_live
+from gpulane.topology.evidence import Evidence, gather_live
 from gpulane.topology.evidence.p2p_live import gather_p2p_facts
 
 NOT_APPLICABLE = "not applicable: fewer than two GPUs, no pair to check"
@@ -200,7 +202,20 @@ def accept_p2p_trust(rules_spec: Any, gpus: int) -> dict[str, Any] | None:
         return None
     if gpus < 2:
         return {"not_applicable": NOT_APPLICABLE}
-    ev = gather_live(under_load=False)
+    results = check_here(
+        gather_live(under_load=False),
+        gpus,
+        timeout_s=float(rule.get("timeout_s") or 20.0),
+        min_ratio=float(rule.get("min_ratio") or 1.0),
+    )
+    return {"pairs": [r.to_dict() for r in results]}
+
+
+def check_here(
+    ev: Evidence, gpus: int, timeout_s: float = 20.0, min_ratio: float = 1.0
+) -> list[PairResult]:
+    """Every pair of this machine's ``gpus`` GPUs, with NCCL; causes from ``ev`` (the
+    doctor's live evidence) and the BAR1, HMM and kernel-log facts read now."""
     facts = gather_p2p_facts()
     names = {f"GPU{i}": i for i in range(gpus)}
     pairs = [(f"GPU{i}", f"GPU{j}") for i in range(gpus) for j in range(i + 1, gpus)]
@@ -208,11 +223,15 @@ def accept_p2p_trust(rules_spec: Any, gpus: int) -> dict[str, Any] | None:
     def evidence(a: str, b: str) -> PairEvidence:
         return pair_evidence(ev, a, b, facts.bar1, facts.hmm, facts.iommu_log)
 
-    results = check_pairs(
-        pairs,
-        gpu_job(names),
-        evidence,
-        timeout_s=float(rule.get("timeout_s") or 20.0),
-        min_ratio=float(rule.get("min_ratio") or 1.0),
-    )
-    return {"pairs": [r.to_dict() for r in results]}
+    return check_pairs(pairs, gpu_job(names), evidence, timeout_s, min_ratio)
+
+
+def doctor_p2p_trust(report: Report, ev: Evidence, gpus: int, timeout_s: float = 20.0) -> None:
+    """``gpulane doctor --p2p-trust``: the pairs checked here, their failures added to the
+    report as findings; on one GPU the check is not run (not applicable), never passed."""
+    if gpus < 2:
+        report.not_run["p2p_trust"] = NOT_APPLICABLE
+        return
+    found = findings(check_here(ev, gpus, timeout_s))
+    report.findings.extend(found)
+    report.ran["p2p_trust"] = f"{len(found)} findings" if found else "ok"

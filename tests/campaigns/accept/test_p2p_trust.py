@@ -19,6 +19,7 @@ from gpulane.campaigns.accept.p2p_trust import (
     PairJob,
     accept_p2p_trust,
     check_pairs,
+    doctor_p2p_trust,
     pair_rank,
     run_once,
     wants_p2p_trust,
@@ -126,3 +127,18 @@ def test_accept_runs_the_pairs_only_for_a_p2p_trust_rule_and_one_gpu_is_not_appl
     on = {"checks": {"p": {"check": "p2p_trust", "timeout_s": 5}}}
     assert accept_p2p_trust(on, 1) == {"not_applicable": NOT_APPLICABLE}
     assert wants_p2p_trust(on) == {"check": "p2p_trust", "timeout_s": 5}
+
+
+def test_doctor_p2p_trust_on_one_gpu_is_not_run_and_refuses_files(capsys: Any) -> None:
+    from gpulane.analysis.doctor.model import Report
+    from gpulane.cli import main as cli
+    from gpulane.topology.evidence import Evidence
+    from tests.conftest import fixture_path
+
+    report = Report(host="x", live=True)
+    doctor_p2p_trust(report, Evidence(host="x", live=True), 1)
+    assert report.not_run["p2p_trust"] == NOT_APPLICABLE and "p2p_trust" not in report.ran
+    smi = str(fixture_path("h200x2/nvidia-smi-q.txt"))
+    assert cli(["doctor", "--smi-q-file", smi, "--p2p-trust"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["gpulane: error: --p2p-trust runs collectives on this machine; not with files"]
