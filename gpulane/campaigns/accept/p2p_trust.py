@@ -141,8 +141,8 @@ def _collect(procs: list[Any], out: Any, job: PairJob, timeout_s: float, start_s
                 began = time.monotonic()
                 deadline = began + timeout_s
         elif kind == "time":
-            waited = time.monotonic() - began if began is not None else None
-            return Run(OK, float(value), job.size_bytes, waited_s=waited)
+            took = time.monotonic() - began if began is not None else None
+            return Run(OK, float(value), job.size_bytes, waited_s=took)
         else:
             return Run(ERROR, error=str(value))
 
