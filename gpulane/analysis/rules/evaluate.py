@@ -8,6 +8,7 @@ from typing import Any
 
 import pandas as pd
 
+from gpulane.analysis.rules.causes import name_causes
 from gpulane.analysis.rules.checks import CHECKS
 from gpulane.analysis.rules.load import load_rules
 from gpulane.analysis.rules.model import (
@@ -20,6 +21,7 @@ from gpulane.analysis.rules.model import (
     Verdict,
     missing_text,
 )
+from gpulane.analysis.rules.ranks import judged_rows, one_rank_note
 from gpulane.analysis.rules.required import machine_facts, required_here, supply_hint
 from gpulane.errors import InputError
 from gpulane.topology.model import Topology, as_topology
@@ -57,10 +59,15 @@ def evaluate(
     """
     rules, default_outlier = load_rules(spec)
     allowed = set(check_allow_skip(allow_skip, spec))
+    everything = frame
+    judged, lone = judged_rows(frame)
+    frame = frame if judged is None else judged
+    baseline, _ = judged_rows(baseline)
     hosts = set(frame["host"].dropna()) if "host" in frame.columns else set()
     topo = as_topology(topology)
     ctx = Context(
         frame=frame,
+        all_rows=everything,
         topology=topo,
         baseline=baseline,
         multi_host=len(hosts) > 1,
@@ -70,6 +77,8 @@ def evaluate(
     )
     facts = machine_facts(frame, topo, gpus)
     verdict = Verdict(rules=rules)
+    if lone:  # said once, neither passed nor failed
+        verdict.checks.append(Check("collectives", SKIP, "rows", "-", one_rank_note(lone)))
     for rule_id, rule in rules.items():
         check = CHECKS[rule["check"]]
         # A check reports what it saw; whether its absence matters is decided here.
@@ -96,5 +105,6 @@ def evaluate(
                     allowed=rule_id in allowed,
                 )
             )
+    name_causes(verdict.checks, ctx.evidence.get("doctor"))
     verdict.facts = facts
     return verdict

@@ -14,7 +14,8 @@ from gpulane.analysis.rules.select import select_rows
 def check_no_foreign(rule_id: str, rule: Mapping[str, Any], ctx: Context) -> list[Check]:
     """Fail per GPU that another process used during the run (per host); pass when the
     pre-flight saw none. Rows from runs that did not read the GPUs are not a pass."""
-    rows = select_rows(ctx.frame, rule.get("select") or {})
+    every = ctx.all_rows if ctx.all_rows is not None else ctx.frame  # 1-rank rows read too
+    rows = select_rows(every, rule.get("select") or {})
     if "extra" not in rows:
         return [Check(rule_id, SKIP, "rows", "-", "no rows")]
     rows = rows[rows["kind"].isin(("collective", "copy", "tokens"))]

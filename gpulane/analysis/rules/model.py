@@ -126,6 +126,8 @@ class Context:
     multi_build: bool = False
     default_outlier: float | None = None
     evidence: Mapping[str, Any] = field(default_factory=dict)
+    # every row, 1-rank collectives too (``frame`` leaves those out): what ran on a GPU
+    all_rows: pd.DataFrame | None = None
 
     def has(self, need: str) -> bool:
         if need == "rows":

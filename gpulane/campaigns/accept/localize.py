@@ -108,6 +108,17 @@ def localize_checks(
     failed = failed_collective(checks)
     if mode == "never" or (mode == "auto" and failed is None):
         return [], None
+    if gpus == 1:  # a search among GPUs cannot apply to one: neither passed nor failed
+        return [
+            Check(
+                RULE,
+                SKIP,
+                "localize",
+                failed.subject if failed else "-",
+                "not applicable: localization needs at least 2 GPUs, got 1",
+                description=DESCRIPTION,
+            )
+        ], None
     if _nodes(cfg.launcher) > 1:
         # Across nodes the campaign (pairs, halving, ring of nodes) names the node; the
         # search inside a node runs on that one node (accept on it, or launcher.nodes=1).

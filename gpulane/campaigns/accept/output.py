@@ -95,6 +95,7 @@ def print_verdict(verdict: Verdict, fmt: str, say: Say = stdout) -> None:
         f"accept: {verdict.status}: {counts[PASS]} passed, {counts[FAIL]} failed, "
         f"{counts[SKIP]} skipped"
         + (f"; failed rules: {', '.join(verdict.failed_rules())}" if verdict.failed else "")
+        + _causes_text(verdict)
         + (
             f"; required but not run: {', '.join(m.rule for m in verdict.unmet)}"
             if verdict.unmet
@@ -136,6 +137,17 @@ def print_verdict(verdict: Verdict, fmt: str, say: Say = stdout) -> None:
         say(line)
     if verdict.status == "INCOMPLETE" and not verdict.unmet:
         say("# no check passed: nothing was checked (a run must show something to PASS)")
+
+
+def _causes_text(verdict: Verdict) -> str:
+    """The likely causes the failed lines name (foreign work, throttling, a slow link)."""
+    from gpulane.analysis.rules.causes import verdict_causes
+
+    causes = verdict_causes(verdict.checks)
+    if not causes:
+        return ""
+    more = f" (+{len(causes) - 1} more)" if len(causes) > 1 else ""
+    return f"; likely cause: {causes[0]}{more}"
 
 
 def missing_lines(verdict: Verdict) -> list[str]:

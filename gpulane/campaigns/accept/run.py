@@ -217,7 +217,7 @@ def run_accept(cfg: AcceptConfig, say: Say = stdout) -> Outcome:
             if s.name == "sweep" and s.rc == RunFailed.exit_code and not s.note:
                 s.note = "the cluster campaign named what the campaign lines say"
     counted, no_gpus = gpu_checks(expected, gpus, device) if not cfg.run else ([], [])
-    verdict.checks[:0] = counted + step_checks(steps) + campaign
+    verdict.checks[:0] = counted + step_checks(steps, gpus) + campaign
     verdict.missing[:0] = no_gpus
     clock.lap("rules")
     if steps and not cfg.run:  # measured here: a failed node-level collective is localized

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpulane.analysis.rules import FAIL, PASS, Check
+from gpulane.analysis.rules import FAIL, PASS, SKIP, Check
 from gpulane.analysis.store import TOPOLOGY_FILE
 from gpulane.config.capabilities import as_launcher
 from gpulane.config.commands import AcceptConfig
@@ -155,7 +155,7 @@ def suite_steps(cfg: AcceptConfig, group: Path, build: str, gpus: int) -> list[S
     steps: list[Step] = []
     if _want(suite.topo, gpus):
         steps.append(Step("topo", [*_gpulane(), "topo", "--json", *_list(suite.topo_args)]))
-    if _want(suite.sweep, gpus):
+    if _want(suite.sweep, gpus) and not one_gpu_only(gpus, _list(suite.sweep_overrides)):
         size_max = str(suite.sizes_max)
         if size_max == "auto":
             size_max = "1G" if gpus > 0 else "32M"
@@ -183,6 +183,16 @@ def suite_steps(cfg: AcceptConfig, group: Path, build: str, gpus: int) -> list[S
             Step("tokens", [*_gpulane(), "tokens", *common, *env, *_list(suite.tokens_overrides)])
         )
     return steps
+
+
+# The one line a 1-GPU accept says about collectives, in place of 1-rank rows
+ONE_GPU = "collectives need 2+ ranks: not measured on 1 GPU"
+
+
+def one_gpu_only(gpus: int, sweep_overrides: list[str]) -> bool:
+    """One GPU and no ranks= of the user's: the sweep would time 1-rank collectives, whose
+    bus bandwidth is 0 by definition (nothing crosses a link), so it does not run."""
+    return gpus == 1 and not any(str(o).startswith(("ranks=", "device=")) for o in sweep_overrides)
 
 
 def beside_sweep(steps: list[Step]) -> list[Step]:
@@ -313,8 +323,11 @@ def probe_live_topology() -> Topology | None:
         return None
 
 
-def step_checks(steps: list[Step]) -> list[Check]:
+def step_checks(steps: list[Step], gpus: int | None = None) -> list[Check]:
+    """A line per step; on 1 GPU with no sweep, the one line that says why."""
     out = []
+    if gpus == 1 and steps and not any(s.name == "sweep" for s in steps):
+        out.append(Check("suite", SKIP, "run", "sweep", ONE_GPU, description="collectives"))
     for s in steps:
         if s.rc == 0:
             out.append(

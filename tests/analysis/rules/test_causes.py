@@ -1,0 +1,68 @@
+"""A failed figure on a GPU with foreign work, throttled clocks or a downtrained link
+names that likely cause in its own line (copies, collectives), on 1, 2, 4 and 8 GPUs."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from gpulane.analysis.rules import FAIL, evaluate
+from gpulane.analysis.rules.causes import verdict_causes
+from gpulane.analysis.store import frame_from_rows
+from gpulane.record import Row
+from tests.analysis.rules.rule_sets import rule_set
+from tests.analysis.rules.synthetic import collectives, host_copies, machine, topology
+
+ALLOW = ["nccl_transport_matches_path"]
+WORDS = "GPU{g} runs pid 4242 (cp, 30 %, 2.0 GiB)"
+
+
+def _read(rows: list[Row], busy: dict[str, str]) -> list[Row]:
+    """Rows whose pre-flight read the GPUs (extra.foreign: GPU -> the others on it)."""
+    return [dataclasses.replace(r, extra={**(r.extra or {}), "foreign": busy}) for r in rows]
+
+
+@pytest.mark.parametrize("n", [1, 2, 4, 8])
+def test_a_slow_copy_on_a_busy_gpu_names_the_process(n: int) -> None:
+    gpu = f"GPU{n - 1}"
+    busy = {gpu: WORDS.format(g=n - 1)}
+    slow = host_copies(n, gpu_solo={gpu: 25.0}) + (collectives(n) if n > 1 else [])
+    v = evaluate(frame_from_rows(_read(slow, busy)), rule_set(), topology(n), allow_skip=ALLOW)
+    copies = [c for c in v.checks if c.rule == "pinned_h2d" and c.status == FAIL]
+    assert copies and {c.subject for c in copies} == {gpu}
+    assert all(
+        f"likely cause: another process used {gpu}: {busy[gpu]}" in c.message for c in copies
+    )
+    # a quiet GPU's failed copy names no cause it does not have
+    quiet = evaluate(frame_from_rows(_read(slow, {})), rule_set(), topology(n), allow_skip=ALLOW)
+    assert not any("likely cause" in c.message for c in quiet.checks if c.rule == "pinned_h2d")
+    assert verdict_causes(v.checks)[0].startswith(f"another process used {gpu}")
+    assert verdict_causes(quiet.checks) == []
+
+
+@pytest.mark.parametrize("n", [2, 4, 8])
+def test_a_slow_collective_names_a_throttled_gpu_of_its_host(n: int) -> None:
+    rows = host_copies(n) + collectives(n, busbw={"all_reduce": 100.0})
+    findings = [
+        {"severity": "warning", "check": "clocks", "subject": "GPU1",
+         "title": "GPU1: clocks held down (HW Slowdown)"},
+        {"severity": "info", "check": "pcie_link", "subject": "GPU0", "title": "GPU0: fine"},
+    ]  # fmt: skip
+    v = evaluate(
+        frame_from_rows(_read(rows, {})),
+        rule_set(),
+        topology(n),
+        evidence={"doctor": findings},
+        allow_skip=ALLOW,
+    )
+    failed = [c for c in v.checks if c.status == FAIL and "all_reduce" in c.rule]
+    assert failed and all(
+        "likely cause: doctor: GPU1: clocks held down (HW Slowdown)" in c.message for c in failed
+    )
+    assert not any("GPU0: fine" in c.message for c in v.checks)
+
+
+def test_the_healthy_machine_names_nothing() -> None:
+    v = evaluate(frame_from_rows(_read(machine(4), {})), rule_set(), topology(4), allow_skip=ALLOW)
+    assert not v.failed and verdict_causes(v.checks) == []
