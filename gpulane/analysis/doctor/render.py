@@ -37,7 +37,19 @@ def render_text(report: Report) -> list[str]:
     if report.not_run:
         lines.append("# not checked:")
         lines.extend(f"#   {name}: {why}" for name, why in report.not_run.items())
-    if report.absent:
+    absent = unexplained_absent(report)
+    if absent:
         lines.append("# sources absent:")
-        lines.extend(f"#   {name}: {why}" for name, why in sorted(report.absent.items()))
+        lines.extend(f"#   {name}: {why}" for name, why in sorted(absent.items()))
     return lines
+
+
+def unexplained_absent(report: Report) -> dict[str, str]:
+    """The sources absent that no "not checked" line already names: a source is said in
+    one place, under the check it kept from running where there is one."""
+    reasons = list(report.not_run.values())
+    return {
+        n: why
+        for n, why in report.absent.items()
+        if n not in report.not_run and not any(why in r for r in reasons)
+    }

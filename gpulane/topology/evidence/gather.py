@@ -99,7 +99,9 @@ def _run(argv: list[str]) -> tuple[str | None, str]:
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT_S)
     except (OSError, subprocess.SubprocessError) as err:
         return None, f"`{' '.join(argv)}` failed: {err}"
-    if proc.returncode != 0 or not proc.stdout.strip():
+    if proc.returncode == 0 and not proc.stdout.strip():
+        return None, f"`{' '.join(argv)}` printed nothing"
+    if proc.returncode != 0:
         why = (proc.stderr or proc.stdout).strip().splitlines()
         return None, f"`{' '.join(argv)}` exited {proc.returncode}" + (
             f": {why[-1][:160]}" if why else ""
