@@ -7,6 +7,7 @@ the KV cache, and the activations of the largest step (a prefill chunk).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from gpulane.errors import InputError
 from gpulane.inference.shapes import ModelShape
@@ -167,9 +168,11 @@ def check_fits(
     where: str,
     chunk_tokens: int = 16384,
     overhead: int = OVERHEAD_BYTES,
+    others: str = "",
 ) -> MemoryEstimate:
     """The estimate; an InputError with the largest batch and layer count that fit when
-    it is more than ``device_bytes``."""
+    it is more than ``device_bytes``. ``others``: who holds the rest of the GPU's memory
+    (another process, its pid and memory when known), said beside the free figure."""
     est = estimate(shape, tp, pp, batch, input_len, output_len, dbytes, chunk_tokens, overhead)
     if est.total <= device_bytes:
         return est
@@ -188,5 +191,24 @@ def check_fits(
     raise InputError(
         f"{shape.name} tp={tp} pp={pp} batch={batch} input_len={input_len} "
         f"output_len={output_len} needs {est.describe()} per GPU, but {where} has "
-        f"{device_bytes / GiB:.1f} GiB; use " + " or ".join(hints)
+        f"{device_bytes / GiB:.1f} GiB"
+        + (f" ({others})" if others else "")
+        + "; use "
+        + " or ".join(hints)
     )
+
+
+def held_by_others(run_dir: Any, device: Any, free: int, total: int) -> str:
+    """Who holds the GPU's memory that is not free: the pre-flight's reading of the other
+    processes on it (pid, name, memory) when there is one, else the bytes in use."""
+    from gpulane.topology.gpu_state import foreign_on_gpus
+
+    index = getattr(device, "index", None)
+    busy = foreign_on_gpus(run_dir) if run_dir is not None else None
+    words = (busy or {}).get(f"GPU{index if index is not None else 0}")
+    if words:
+        return f"another process holds the rest: {words}"
+    used = total - free
+    if total and used > 0.25 * total:  # far more than a CUDA context: someone else's
+        return f"{used / GiB:.1f} GiB of {total / GiB:.0f} GiB is held outside this run (another process)"
+    return ""

@@ -11,7 +11,7 @@ from typing import Any
 from gpulane.config.commands import TokensConfig
 from gpulane.errors import InputError, MissingComponent
 from gpulane.inference.batching import configs, micro_batch_count, prefill_chunks, split_rows
-from gpulane.inference.memory import cache_len, check_fits
+from gpulane.inference.memory import cache_len, check_fits, held_by_others
 from gpulane.inference.runner.decode import Decode
 from gpulane.inference.runner.prefill import Prefill
 from gpulane.inference.runner.rows import RowBuilder
@@ -131,7 +131,7 @@ class Runner(Prefill, Decode, RowBuilder):
         torch = self.torch
         if not self.cuda or self.tp_rank != 0:
             return
-        free, _total = torch.cuda.mem_get_info(self.device)
+        free, total = torch.cuda.mem_get_info(self.device)
         budget = int(free * float(self.cfg.memory_fraction or 0.92))
         worst = max(self.runs, key=lambda r: (r[2] * cache_len(r[0], r[1]), r[2] * r[0]))
         check_fits(
@@ -146,6 +146,7 @@ class Runner(Prefill, Decode, RowBuilder):
             budget,
             f"GPU {self.ctx.local_rank} (free now)",
             int(self.cfg.prefill_chunk_tokens),
+            others=held_by_others(self.ctx.run_dir, self.device, free, total),
         )
 
     # -- one configuration ----------------------------------------------------------------
