@@ -41,9 +41,9 @@ def gpu_causes(
     for f in findings or []:
         if str(f.get("check")) not in SLOWING or str(f.get("severity")) not in ("error", "warning"):
             continue
-        gpu = _GPU.search(str(f.get("subject") or ""))
-        if gpu is not None:
-            out.setdefault(("-", gpu.group(0)), []).append(f"doctor: {f.get('title')}")
+        seen = _GPU.search(str(f.get("subject") or ""))
+        if seen is not None:
+            out.setdefault(("-", seen.group(0)), []).append(f"doctor: {f.get('title')}")
     return out
 
 
