@@ -9,9 +9,11 @@ of files) to seconds.
 A regression is a change beyond the runs' own noise, not a fixed percentage. For a
 figure's series of runs in time order, the first run ``k`` is flagged when it, and the
 median of it and every run after it, fall below the lowest earlier run by more than the
-noise band: the wider of (a) the spread of the earlier runs against each other and (b)
-the median within-run noise, where a run's noise is the relative spread of its repeated
-rows or, for timed rows, ``1 - p50/p99`` (how far the slow tail sits from the middle).
+noise band, computed from the earlier runs only (never from the run being judged): the
+wider of (a) the range of the earlier runs' figures (max - min) and (b) the median over
+the earlier runs of a run's own noise, times the earlier runs' median, where a run's
+noise is the relative spread of its repeated rows or, for timed rows, ``1 - p50/p99``
+(how far the slow tail sits from the middle).
 A series whose runs carry no noise measure at all (one row per run, no percentiles, one
 earlier run) is not judged, and says so. What changed at run ``k`` (versions, NCCL
 switches, host) against the run before it is named.
@@ -186,10 +188,11 @@ def detect(values: list[float], noise: list[float]) -> tuple[int | None, float |
     noise are kept as they grow (sorted lists), so a series of n runs costs about n log n
     plus the rare candidate's median of the runs after it."""
     base_sorted: list[float] = []
-    noise_sorted: list[float] = [noise[0]] if noise else []
+    noise_sorted: list[float] = []
     for k in range(1, len(values)):
+        # Only the runs before k: the run being judged never widens its own band.
         bisect.insort(base_sorted, values[k - 1])
-        bisect.insort(noise_sorted, noise[k])
+        bisect.insort(noise_sorted, noise[k - 1])
         within = _median(noise_sorted) * _median(base_sorted)
         band = max(within, base_sorted[-1] - base_sorted[0])
         if band <= 0:
@@ -311,8 +314,8 @@ def regression_text(s: Series) -> str:
     pct = (after - before) / before * 100
     return (
         f"REGRESSION {s.label()}: {_short(before)} → {_short(after)} {UNIT.get(s.metric, '')} "
-        f"({pct:+.1f} %, noise band ±{s.band / before * 100:.1f} % from the runs' own "
-        f"repeats and p50/p99), first in run {run['run_id']} ({_date(run['started_at'])}); "
+        f"({pct:+.1f} %, noise band ±{s.band / before * 100:.1f} % from the earlier runs' "
+        f"range and repeats), first in run {run['run_id']} ({_date(run['started_at'])}); "
         f"changed there: {', '.join(s.changes)}"
     )
 
