@@ -30,3 +30,8 @@ def judged_rows(frame: pd.DataFrame | None) -> tuple[pd.DataFrame | None, int]:
 
 def one_rank_note(count: int) -> str:
     return f"{ONE_RANK} ({count} 1-rank collective row(s) left out)"
+
+
+def without_one_rank(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` less its 1-rank collective rows (what reports and reference lines show)."""
+    return frame.loc[~one_rank(frame)]

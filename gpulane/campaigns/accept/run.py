@@ -27,6 +27,7 @@ from gpulane.analysis.report.accept_json import read_accept
 from gpulane.analysis.rules import FAIL, Check, Verdict, evaluate, load_rules
 from gpulane.analysis.rules.evaluate import check_allow_skip
 from gpulane.analysis.rules.model import VERDICT_FAIL, VERDICT_INCOMPLETE
+from gpulane.analysis.rules.ranks import without_one_rank
 from gpulane.analysis.store import load_frame
 from gpulane.campaigns.accept.campaign_checks import campaign_checks
 from gpulane.campaigns.accept.expect import accept_device, expected_gpus, gpu_checks
@@ -77,7 +78,8 @@ def accept(cfg: AcceptConfig, say: Say = stdout) -> int:
     if str(cfg.format) != "json":
         from gpulane.analysis.reference import reference_lines
 
-        for line in reference_lines(outcome.frame, str(cfg.results_dir or "runs")):
+        shown = without_one_rank(outcome.frame)  # 1-rank collectives: no figure of a link
+        for line in reference_lines(shown, str(cfg.results_dir or "runs")):
             say(line)
     if outcome.findings and str(cfg.format) != "json":
         worst = outcome.findings[0]
@@ -263,7 +265,7 @@ def run_accept(cfg: AcceptConfig, say: Say = stdout) -> Outcome:
         title = f"gpulane accept: {meta['build']} ({verdict.status})"
         path.write_text(
             render_report(
-                frame,
+                without_one_rank(frame),  # said once in the verdict; no link's figure
                 topology,
                 verdict,
                 title=title,

@@ -66,3 +66,15 @@ def test_a_slow_collective_names_a_throttled_gpu_of_its_host(n: int) -> None:
 def test_the_healthy_machine_names_nothing() -> None:
     v = evaluate(frame_from_rows(_read(machine(4), {})), rule_set(), topology(4), allow_skip=ALLOW)
     assert not v.failed and verdict_causes(v.checks) == []
+
+
+def test_the_verdict_line_repeats_the_first_cause() -> None:
+    from gpulane.campaigns.accept.output import print_verdict
+
+    busy = {"GPU0": WORDS.format(g=0)}
+    rows = _read(host_copies(2, gpu_solo={"GPU0": 25.0}) + collectives(2), busy)
+    v = evaluate(frame_from_rows(rows), rule_set(), topology(2), allow_skip=ALLOW)
+    said: list[str] = []
+    print_verdict(v, "none", said.append)
+    (summary,) = [s for s in said if s.startswith("accept: FAIL")]
+    assert f"; likely cause: another process used GPU0: {busy['GPU0']}" in summary

@@ -13,7 +13,7 @@ from gpulane.analysis.rules import FAIL, PASS, SKIP, evaluate
 from gpulane.analysis.rules.ranks import ONE_RANK, judged_rows
 from gpulane.analysis.store import frame_from_rows
 from tests.analysis.rules.rule_sets import rule_set
-from tests.analysis.rules.synthetic import collectives, machine, topology
+from tests.analysis.rules.synthetic import collectives, host_copies, machine, topology
 
 ALLOW = ["nccl_transport_matches_path"]
 
@@ -61,3 +61,30 @@ def test_compare_leaves_one_rank_rows_out_and_says_so() -> None:
     assert list(both.table["b"]) == list(two_only.table["b"])
     assert any(n.startswith(ONE_RANK) and "(12 1-rank" in n for n in both.notes)
     assert not any(ONE_RANK in n for n in two_only.notes)
+
+
+def test_a_one_rank_collective_is_not_held_to_the_baseline() -> None:
+    """The lent 1x H200 under a foreign copy: collective_latency_vs_baseline FAILed on a
+    1-rank all_gather (3x the baseline's time); 1-rank rows are no figure of a link."""
+    base = [dataclasses.replace(r, busbw_gbps=0.0) for r in collectives(1)] + machine(1)
+    slow = [dataclasses.replace(r, busbw_gbps=0.0, time_us=r.time_us * 3) for r in collectives(1)]
+    v = evaluate(
+        frame_from_rows(slow + machine(1)),
+        rule_set(),
+        topology(1),
+        frame_from_rows(base),
+        allow_skip=ALLOW,
+    )
+    assert not [
+        c for c in v.checks if c.rule == "collective_latency_vs_baseline" and c.status == FAIL
+    ]
+    # the same slow-down on 2 ranks is held to it
+    two = [dataclasses.replace(r, time_us=r.time_us * 3) for r in collectives(2)]
+    v2 = evaluate(
+        frame_from_rows(two + host_copies(2)),
+        rule_set(),
+        topology(2),
+        frame_from_rows(collectives(2) + host_copies(2)),
+        allow_skip=ALLOW,
+    )
+    assert [c for c in v2.checks if c.rule == "collective_latency_vs_baseline" and c.status == FAIL]
