@@ -31,25 +31,32 @@ from typing import Any
 
 import pandas as pd
 
-from gpulane.analysis.store import find_run_dirs
+from gpulane.analysis.compare.machines import PARTS, machine_frame
+from gpulane.analysis.store import ENDPOINT_KEYS, FIGURE_KEYS, find_run_dirs
 from gpulane.errors import InputError, MissingComponent
 from gpulane.record import ROWS_JSONL, ROWS_PARQUET, read_rows, rows_frame
 from gpulane.rundir import RunDir
 from gpulane.units import format_size
 
-# What identifies one figure across runs.
-KEYS = (
-    "build", "kind", "op", "dtype", "in_place", "graph", "world_size", "nodes", "path",
-    "size_bytes", "memory", "src", "dst", "model", "tp", "pp", "batch",
-)  # fmt: skip
+# What identifies one figure across runs: the build, and the measurement key every reader
+# shares (compare.machines.measurement_key: store.FIGURE_KEYS and the machine parts).
+KEYS = tuple(
+    dict.fromkeys(
+        ("build", "kind", "nodes", "path", *ENDPOINT_KEYS, *PARTS, *sum(FIGURE_KEYS.values(), ()))
+    )
+)
+# Keys read from the rows as they are (the machine parts are derived, below).
+ROW_KEYS = tuple(k for k in KEYS if k not in PARTS)
 METRIC = {"collective": "busbw_gbps", "copy": "algbw_gbps", "tokens": "tokens_per_s"}
 UNIT = {"busbw_gbps": "GB/s", "algbw_gbps": "GB/s", "tokens_per_s": "tok/s"}
 # The Row fields history reads from rows.jsonl, with their types.
 JSON_COLUMNS = {
     **{k: "VARCHAR" for k in ("run_id", "started_at", "status", "host", "build", "kind", "op")},
-    **{k: "VARCHAR" for k in ("dtype", "path", "memory", "src", "dst", "model")},
-    **{k: "BOOLEAN" for k in ("in_place", "graph")},
+    **{k: "VARCHAR" for k in ("dtype", "redop", "path", "memory", "src", "dst", "model")},
+    "backend": "VARCHAR",
+    **{k: "BOOLEAN" for k in ("in_place", "graph", "bidirectional", "peer_access")},
     **{k: "BIGINT" for k in ("world_size", "nodes", "size_bytes", "tp", "pp", "batch")},
+    **{k: "BIGINT" for k in ("input_len", "output_len")},
     **{k: "DOUBLE" for k in ("busbw_gbps", "algbw_gbps", "tokens_per_s")},
     **{k: "DOUBLE" for k in ("time_us_p50", "time_us_p99")},
     "versions": "JSON",
@@ -105,8 +112,9 @@ def load_runs(root: str | os.PathLike[str]) -> pd.DataFrame:
         parts.append("select * from js")
     con.execute("create view rows as " + " union all by name ".join(parts))
     have = {r[0] for r in con.execute("describe rows").fetchall()}
-    keys = [k for k in KEYS if k in have]
+    keys = [k for k in ROW_KEYS if k in have]
     cols = ", ".join(f'"{k}"' for k in keys)
+    machine = {c: (f'"{c}"' if c in have else "null") for c in ("host", "backend")}
     metric = (
         "case kind when 'collective' then busbw_gbps when 'copy' then coalesce(algbw_gbps, "
         "busbw_gbps) else tokens_per_s end"
@@ -116,15 +124,36 @@ def load_runs(root: str | os.PathLike[str]) -> pd.DataFrame:
     query = f"""
         with r as (select *, {metric} as value from rows
                    where coalesce(status, 'ok') = 'ok' and kind in ('collective','copy','tokens'))
-        select run_id, {cols}, min(started_at) as started_at,
+        select run_id, {cols}, {machine["host"]} as _host, {machine["backend"]} as _backend,
+               json_extract_string(versions, '$.gpu') as _gpu,
+               json_extract_string(versions, '$.mpi_buffers') as _buffers,
+               min(started_at) as started_at,
                median(value) as value, count(value) as n, min(value) as lo, max(value) as hi,
                median(1 - {p50} / nullif({p99}, 0)) as tail,
-               any_value(versions) as versions, any_value(env) as env, any_value(host) as host
+               any_value(versions) as versions, any_value(env) as env
         from r where value is not null
-        group by run_id, {cols}
+        group by all
     """
-    out = con.execute(query).df()
-    return out
+    return _with_machines(con.execute(query).df())
+
+
+def _with_machines(out: pd.DataFrame) -> pd.DataFrame:
+    """The machine parts (gpu, host, backend) of each record, as compare tells them."""
+    named = pd.DataFrame(
+        {
+            "host": out["_host"],
+            "backend": out["_backend"],
+            "versions": [
+                {k: v for k, v in (("gpu", g), ("mpi_buffers", b)) if _present(v)}
+                for g, b in zip(out["_gpu"], out["_buffers"], strict=True)
+            ],
+        },
+        index=out.index,
+    )
+    machines = machine_frame(named)
+    out = out.drop(columns=["_host", "_backend", "_gpu", "_buffers"])
+    out["host_name"] = named["host"]
+    return pd.concat([out, machines], axis=1)
 
 
 @dataclass
@@ -136,6 +165,7 @@ class Series:
     band: float | None = None  # the noise band (absolute) the regression was judged with
     changes: list[str] = field(default_factory=list)
     note: str = ""
+    machine: str = ""  # the machine parts that tell this series from others of its build
 
     def label(self) -> str:
         k = self.key
@@ -151,10 +181,16 @@ class Series:
             parts.append("graph")
         if _present(k.get("src")):
             parts.append(f"{k['src']}->{k.get('dst')}")
+        if _present(k.get("peer_access")):
+            parts.append("P2P on" if bool(k["peer_access"]) else "P2P off")
+        if _present(k.get("bidirectional")) and bool(k["bidirectional"]):
+            parts.append("both directions (sum)")
         if _present(k.get("path")):
             parts.append(str(k["path"]))
         if _present(k.get("world_size")):
             parts.append(f"{int(k['world_size'])} ranks")
+        if self.machine:
+            parts.append(f"[{self.machine}]")
         return " ".join(parts)
 
 
@@ -223,8 +259,8 @@ def changes_between(before: pd.Series, after: pd.Series) -> list[str]:
         for k in sorted(set(a) | set(b)):
             if a.get(k) != b.get(k):
                 out.append(f"{name}{k} {a.get(k, 'unset')} → {b.get(k, 'unset')}")
-    if _present(before["host"]) and before["host"] != after["host"]:
-        out.append(f"host {before['host']} → {after['host']}")
+    if _present(before["host_name"]) and before["host_name"] != after["host_name"]:
+        out.append(f"host {before['host_name']} → {after['host_name']}")
     return out
 
 
@@ -234,10 +270,13 @@ def series(frame: pd.DataFrame) -> list[Series]:
     if frame.empty:
         return out
     frame = frame.assign(noise=noise_of(frame)).sort_values("started_at", kind="stable")
+    varying = _machine_parts(frame)
     for _, runs in frame.groupby(keys, sort=True, dropna=False):
         runs = runs.reset_index(drop=True)
         first = runs.iloc[0]
         s = Series({k: first[k] for k in keys}, METRIC[str(first["kind"])], runs)
+        parts = varying.get((str(first["build"]), str(first["kind"])), [])
+        s.machine = ", ".join(str(first[p]) for p in parts)
         values = runs["value"].astype(float).tolist()
         noise = runs["noise"].tolist()
         k, band = detect(values, noise)
@@ -247,6 +286,17 @@ def series(frame: pd.DataFrame) -> list[Series]:
         elif len(values) > 1 and max(noise) == 0 and len(values) < 3:
             s.note = "no noise measure (one row per run, no p50/p99): not judged"
         out.append(s)
+    return out
+
+
+def _machine_parts(frame: pd.DataFrame) -> dict[tuple[str, str], list[str]]:
+    """Per (build, kind): the machine parts whose values differ within it (a label the
+    series then carry, as a report's ``nvlink [NVIDIA H200, h200-a]``)."""
+    out: dict[tuple[str, str], list[str]] = {}
+    if not all(p in frame.columns for p in PARTS):
+        return out
+    for (build, kind), part in frame.groupby(["build", "kind"], dropna=False):
+        out[(str(build), str(kind))] = [p for p in PARTS if part[p].nunique() > 1]
     return out
 
 

@@ -39,7 +39,8 @@ BASELINES_DIR = "baselines"
 # The endpoint columns (src, dst, host) are added where a figure is per GPU or pair.
 FIGURE_KEYS: dict[str, tuple[str, ...]] = {
     "collective": ("op", "dtype", "redop", "in_place", "graph", "world_size", "size_bytes"),
-    "copy": ("op", "memory", "bidirectional", "size_bytes"),
+    # peer_access: P2P on or off; world_size: GPUs copying at once (1 solo, n all at once)
+    "copy": ("op", "memory", "bidirectional", "peer_access", "world_size", "size_bytes"),
     "tokens": ("op", "model", "dtype", "tp", "pp", "batch", "input_len", "output_len"),
 }
 ENDPOINT_KEYS = ("src", "dst")
