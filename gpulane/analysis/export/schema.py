@@ -5,8 +5,12 @@ JSON, JUnit and OpenMetrics are all written from a :class:`Document` (see
 from a run directory or a results directory: the rows (through the result store) and
 every ``accept.json`` found there (what `gpulane accept` wrote; read, never recomputed).
 
-Key figures, one per (build, host, kind, op, path, GPU or pair), from each build's
-latest run:
+Key figures, one per (build, machine, kind, op, path, GPU or pair), from the latest run
+of each build on each machine (GPU model, host, backend, as compare tells machines
+apart: :func:`compare.machines.measurement_key`); a run that was interrupted or
+terminated is never the latest. Copies carry ``p2p`` (on/off), ``direction`` (``one``,
+or ``both (sum)`` for a bidirectional figure, the sum of both directions) and
+``at_once`` (GPUs copying at once) labels:
 - collectives: busbw at the largest size measured per op and path;
 - copies: GB/s per GPU (h2d, d2h) or pair (p2p) at the largest size;
 - token rates: tokens/s per model, op, tp, pp and batch.
@@ -22,12 +26,15 @@ from typing import Any
 
 import pandas as pd
 
+from gpulane.analysis.compare.machines import PARTS, machine_frame
 from gpulane.analysis.store import find_run_dirs, load_frame
 from gpulane.errors import InputError
 from gpulane.record import Row, frame_rows
 
 ACCEPT_JSON = "accept.json"
 VERSION_KEYS = ("nccl", "cuda", "driver", "torch", "gpulane")
+# The words of an error row a stopped run leaves (session.signals.stop_words).
+STOPPED = ("interrupted", "terminated (SIGTERM)")
 
 
 @dataclass(frozen=True)
@@ -135,6 +142,7 @@ def _labels(row: Row, **more: Any) -> dict[str, str]:
     out = {
         "build": row.build,
         "host": row.host,
+        "backend": row.backend,
         "gpu_model": versions.get("gpu"),
         **{k: versions.get(k) for k in VERSION_KEYS},
         **more,
@@ -155,15 +163,28 @@ def _size(v: Any) -> str:
     return "" if _missing(v) else str(int(v))
 
 
+def stopped_runs(frame: pd.DataFrame) -> set[str]:
+    """Run ids of runs that were interrupted or terminated (their error row says so)."""
+    if "error" not in frame.columns:
+        return set()
+    bad = frame[(frame["status"] != "ok") & frame["error"].notna()]
+    words = bad["error"].astype(str).str.lower()
+    hit = words.map(lambda w: any(w.startswith(s) or f"; {s}" in w for s in STOPPED))
+    return set(bad.loc[hit.astype(bool), "run_id"].astype(str))
+
+
 def key_figures(frame: pd.DataFrame) -> list[Figure]:
-    ok = frame[frame["status"] == "ok"]
+    ok = frame[(frame["status"] == "ok") & ~frame["run_id"].astype(str).isin(stopped_runs(frame))]
     if ok.empty:
         return []
-    # each build's latest run only: labels carry no run id, so a series stays one series
+    # the latest run per build and machine: labels carry no run id, so a series stays one
+    # series, and two machines under one label are two series, never one
     runs = ok.groupby("run_id")["started_at"].min().rename("run_start")
     ok = ok.join(runs, on="run_id")
-    latest = ok.groupby("build", dropna=False)["run_start"].transform("max")
-    ok = ok[ok["run_start"] == latest]
+    ok = pd.concat([ok, machine_frame(ok).add_prefix("m:")], axis=1)
+    by = ["build", *(f"m:{p}" for p in PARTS)]
+    latest = ok.groupby(by, dropna=False)["run_start"].transform("max")
+    ok = ok[ok["run_start"] == latest].drop(columns=[f"m:{p}" for p in PARTS])
     out: list[Figure] = []
     for row in frame_rows(ok):
         out.extend(_figures_of(row))
@@ -209,6 +230,11 @@ def _figures_of(row: Row) -> list[Figure]:
             gpu=gpu,
             pair=pair,
             memory=row.memory,
+            p2p="" if _missing(row.peer_access) else ("on" if row.peer_access else "off"),
+            direction="both (sum)"
+            if not _missing(row.bidirectional) and bool(row.bidirectional)
+            else "one",
+            at_once=_size(row.world_size),
             size=_size(row.size_bytes),
         )
         return [Figure("copy_bandwidth", v * 1e9, labels, run, at)]
