@@ -300,20 +300,6 @@ def _machine_parts(frame: pd.DataFrame) -> dict[tuple[str, str], list[str]]:
     return out
 
 
-def select(frame: pd.DataFrame, ops: list[str], builds: list[str]) -> pd.DataFrame:
-    import fnmatch
-
-    def keep(col: str, pats: list[str]) -> pd.Series:
-        wanted = [p for pat in pats for p in pat.split(",") if p]
-        return frame[col].astype(str).map(lambda v: any(fnmatch.fnmatchcase(v, p) for p in wanted))
-
-    if ops:
-        frame = frame[keep("op", ops)]
-    if builds:
-        frame = frame[keep("build", builds)]
-    return frame
-
-
 def spark(values: list[float]) -> str:
     lo, hi = min(values), max(values)
     if hi - lo <= 0:

@@ -289,17 +289,23 @@ class Filters:
     size_min: str | None = None
     size_max: str | None = None
 
+    def _named(self) -> list[tuple[str, str, list[str]]]:
+        """(option, column, patterns) of the value filters given; op aliases that
+        ``sweep`` accepts (``allreduce``) read as the op they name."""
+        op = [",".join(canonical_op(p) for p in pat.split(",")) for pat in self.op]
+        given = (
+            ("--kind", "kind", self.kind),
+            ("--op", "op", op),
+            ("--build", "build", self.build),
+            ("--run", "run_id", self.run),
+            ("--status", "status", self.status),
+        )
+        return [(o, c, w) for o, c, w in given if w]
+
     def apply(self, frame: pd.DataFrame) -> pd.DataFrame:
         out = frame
-        for column, wanted in (
-            ("kind", self.kind),
-            ("op", self.op),
-            ("build", self.build),
-            ("run_id", self.run),
-            ("status", self.status),
-        ):
-            if wanted:
-                out = out.loc[out[column].map(lambda v, w=wanted: _matches(v, w)).astype(bool)]
+        for _option, column, wanted in self._named():
+            out = out.loc[out[column].map(lambda v, w=wanted: _matches(v, w)).astype(bool)]
         # Size bounds apply to rows that have a size; token rows have none and stay.
         if self.size_min is not None:
             low = parse_size(self.size_min, "--size-min")
@@ -313,6 +319,44 @@ class Filters:
             except Exception as err:
                 raise InputError(f"--where {self.where!r}: {err}") from err
         return out
+
+    def why_empty(self, frame: pd.DataFrame, where: str = "") -> str | None:
+        """Why no row of ``frame`` passes the filters, naming the filter that emptied it
+        and the values present there, with a did-you-mean; None when rows pass."""
+        import difflib
+
+        out = frame
+        place = f" {where}" if where else ""
+        for option, column, wanted in self._named():
+            kept = out.loc[out[column].map(lambda v, w=wanted: _matches(v, w)).astype(bool)]
+            if len(kept):
+                out = kept
+                continue
+            present = sorted({str(v) for v in out[column] if _present(v)})
+            asked = [p for pat in wanted for p in pat.split(",") if p]
+            lower = {v.lower(): v for v in present}
+            close = [lower[a.lower()] for a in asked if a.lower() in lower]
+            for a in asked:
+                close += difflib.get_close_matches(a.lower(), list(lower), n=1, cutoff=0.6)
+            hint = f"; did you mean {lower.get(close[0], close[0])}?" if close else ""
+            others = "" if out is frame else " left by the filters before it"
+            listing = ", ".join(present[:8]) + (
+                f" (+{len(present) - 8})" if len(present) > 8 else ""
+            )
+            shown = ",".join(getattr(self, option[2:]))
+            return (
+                f"{option} {shown}: no row{place}{others} has that {column} "
+                f"({column} there: {listing or 'none'}){hint}"
+            )
+        return None
+
+
+def canonical_op(name: str) -> str:
+    """An op as rows name it: sweep's aliases (``allreduce``, ``bcast``) read as the op."""
+    from gpulane.collectives.spec import COLLECTIVE_ALIASES
+
+    key = name.strip().lower().replace("-", "_")
+    return COLLECTIVE_ALIASES.get(key, name.strip())
 
 
 def _matches(value: Any, patterns: Sequence[str]) -> bool:

@@ -137,10 +137,13 @@ def main(argv: list[str]) -> int:
     filters = Filters(
         kind=args.kind, op=args.op, where=args.where, size_min=args.size_min, size_max=args.size_max
     )
-    sides = [
-        (label, filters.apply(frame))
-        for label, frame in resolve_targets(args.targets, args.results_dir)
-    ]
+    sides = []
+    for label, frame in resolve_targets(args.targets, args.results_dir):
+        kept = filters.apply(frame)
+        why = filters.why_empty(frame, f"of {label}") if kept.empty and len(frame) else None
+        if why:
+            raise InputError(why)
+        sides.append((label, kept))
     metrics = [m.strip() for m in args.metrics.split(",") if m.strip()]
     cmp = compare(sides, metrics=metrics, shared_only=not args.all)
     if cmp.table.empty:

@@ -11,16 +11,17 @@ from gpulane.analysis.history import (
     load_runs,
     regression_lines,
     regression_text,
-    select,
     series,
     trend_line,
 )
+from gpulane.analysis.store import Filters
 from gpulane.commands.args import ArgumentParser
 from gpulane.errors import InputError
 
 EPILOG = """\
-A regression is a drop beyond the noise band measured from the runs themselves (the
-spread of their repeats, their p50/p99 times, and the earlier runs against each other),
+A regression is a drop beyond the noise band measured from the runs before it (the
+earlier runs' range, and the median spread of their repeats and p50/p99 times; the run
+being judged never widens its own band),
 named with the first run where it appeared and what changed there. docs/reference.md.
 
 examples:
@@ -53,9 +54,12 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
-    frame = select(load_runs(args.results_dir), args.op, args.build)
+    runs = load_runs(args.results_dir)
+    filters = Filters(op=args.op, build=args.build)
+    frame = filters.apply(runs)
     if frame.empty:
-        raise InputError(f"{args.results_dir}: no rows of --op/--build asked for")
+        why = filters.why_empty(runs, f"under {args.results_dir}")
+        raise InputError(why or f"{args.results_dir}: no rows of --op/--build asked for")
     found = series(frame)
     regressed = [s for s in found if s.regression is not None]
     shown = found if args.all else key_series(found)

@@ -133,6 +133,18 @@ def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
     store = ResultStore(args.paths or ["runs"])
     if args.sql:
+        dropped = [
+            o
+            for o, v in (("--where", args.where), ("--kind", args.kind), ("--op", args.op),
+                         ("--build", args.build), ("--run", args.run), ("--status", args.status),
+                         ("--size-min", args.size_min), ("--size-max", args.size_max))
+            if v
+        ]  # fmt: skip
+        if dropped:
+            raise InputError(
+                f"--sql with {', '.join(dropped)}: the filters do not apply to SQL; put the "
+                "condition in the query's where clause instead"
+            )
         frame = store.sql(args.sql)
         cols = list(frame.columns)
     else:
@@ -150,6 +162,18 @@ def main(argv: list[str]) -> int:
             frame = store.select(filters)
         except InputError as err:
             raise _where_hint(err, store, filters) from None
+        if frame.empty and len(store.frame):
+            why = filters.why_empty(store.frame)
+            if why is None:
+                given = [
+                    f"{o} {v}"
+                    for o, v in (("--size-min", args.size_min), ("--size-max", args.size_max),
+                                 ("--where", args.where))
+                    if v
+                ]  # fmt: skip
+                why = f"{' '.join(given)}: no row passes" if given else None
+            if why:
+                raise InputError(why)
         cols = _columns(frame, args.columns)
     if args.sort:
         frame = frame.sort_values(_known(frame, args.sort, "--sort"), kind="stable")

@@ -103,7 +103,16 @@ MISTAKES = [
     ),
     (["accept", "gpus=0", "run={RUN}"], ["gpus: 0", "(1+)"], []),
     (["accept", "device=gpu", "run={RUN}"], ["device: 'gpu'", "auto, cuda, cpu"], []),
-]
+    # filters that match nothing say why, with the value meant (issue 44.8)
+    (["results", "{RUN}", "--kind", "collectives"], ["--kind collectives", "did you mean collective?"], []),
+    (["results", "{RUN}", "--build", "PCIE-HOST"], ["--build PCIE-HOST", "did you mean pcie-host?"], []),
+    (["results", "{RUN}", "--op", "all_redcue"], ["--op all_redcue", "did you mean all_reduce?"], []),
+    (["results", "{RUN}", "--sql", "select * from rows", "--where", "size_bytes > 0"],
+     ["--sql with --where", "where clause"], []),
+    (["compare", "{RUN}", "{RUN}", "--op", "all_redcue"], ["--op all_redcue", "did you mean all_reduce?"],
+     ["the metrics asked for"]),
+    (["history", "{RUN}", "--build", "pcie"], ["--build pcie", "pcie-host"], []),
+]  # fmt: skip
 
 
 @pytest.mark.parametrize(("argv", "says", "never"), MISTAKES, ids=lambda v: None)
@@ -124,3 +133,13 @@ def test_mistake_answered_with_the_fix(
         assert text.format(**files) in lines[0], lines[0]
     for text in never:
         assert text not in lines[0], lines[0]
+
+
+def test_an_op_alias_sweep_accepts_is_accepted_by_results(
+    files: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `sweep collectives=allreduce` runs all_reduce: `results --op allreduce` finds it
+    assert main(["results", files["RUN"], "--op", "allreduce", "--format", "csv"]) == 0
+    alias = capsys.readouterr().out
+    assert main(["results", files["RUN"], "--op", "all_reduce", "--format", "csv"]) == 0
+    assert alias == capsys.readouterr().out and alias.count("\n") > 1
