@@ -102,7 +102,7 @@ MISTAKES = [
         ["Traceback"],
     ),
     (["accept", "gpus=0", "run={RUN}"], ["gpus: 0", "(1+)"], []),
-    (["accept", "device=gpu", "run={RUN}"], ["device: 'gpu'", "auto, cuda, cpu"], []),
+    (["accept", "device=gpu", "run={RUN}"], ["device: expected auto, cuda or cpu, got 'gpu'"], []),
     # filters that match nothing say why, with the value meant (issue 44.8)
     (["results", "{RUN}", "--kind", "collectives"], ["--kind collectives", "did you mean collective?"], []),
     (["results", "{RUN}", "--build", "PCIE-HOST"], ["--build PCIE-HOST", "did you mean pcie-host?"], []),
