@@ -12,13 +12,6 @@ from pathlib import Path
 from gpulane.commands.args import ArgumentParser
 from gpulane.errors import InputError, MissingComponent
 
-try:
-    from gpulane.analysis.export import collect, json_text, junit, openmetrics, prometheus_text
-except ModuleNotFoundError as _missing:  # prometheus-client comes with the monitor extra
-    raise MissingComponent(
-        f"gpulane export needs {_missing.name}: pip install 'gpulane[monitor]'"
-    ) from _missing
-
 EPILOG = """\
 examples:
   gpulane export runs/20261127-0102-nvlink-ab12 --format openmetrics
@@ -28,7 +21,8 @@ examples:
 
 --textfile writes the Prometheus text format through a temporary file and a rename, as
 node_exporter's textfile collector needs. exit status: 0 written, 2 a push that failed or
-bad input (nothing to export, a path that does not exist).
+bad input (nothing to export, a path that does not exist). Needs prometheus-client:
+pip install 'gpulane[monitor]'.
 """
 
 
@@ -68,6 +62,12 @@ def main(argv: list[str]) -> int:
         raise InputError(
             f"--textfile {args.textfile}: node_exporter reads only files ending in .prom"
         )
+    try:  # only here, so that --help works without the monitor extra
+        from gpulane.analysis.export import collect, json_text, junit, openmetrics, prometheus_text
+    except ModuleNotFoundError as missing:  # prometheus-client comes with the monitor extra
+        raise MissingComponent(
+            f"gpulane export needs {missing.name}: pip install 'gpulane[monitor]'"
+        ) from missing
     doc = collect(args.target)
     render = {
         "openmetrics": openmetrics,
