@@ -50,12 +50,15 @@ def gpu_causes(
 def _for(subject: str, causes: dict[tuple[str, str], list[str]]) -> list[str]:
     named = _GPU.findall(subject)
     host = subject.rpartition(":")[0] if ":" in subject else None
+    hosts = {h for h, _ in causes}
     out: list[str] = []
     for (h, gpu), words in causes.items():
         if named:  # GPU0, GPU0->GPU1, host:GPU2: that GPU (of that host, when named)
             hit = gpu in named and (host is None or h in ("-", host))
-        else:  # a node-level line: its subject is the host (or "-")
-            hit = h in ("-", subject) or subject == "-"
+        elif subject in hosts:  # a node-level line on a host: that host's GPUs
+            hit = h in ("-", subject)
+        else:  # the machine as a whole ("all", "-", a build): every GPU of it
+            hit = True
         if hit:
             out += [w for w in words if w not in out]
     return out

@@ -78,3 +78,22 @@ def test_the_verdict_line_repeats_the_first_cause() -> None:
     print_verdict(v, "none", said.append)
     (summary,) = [s for s in said if s.startswith("accept: FAIL")]
     assert f"; likely cause: another process used GPU0: {busy['GPU0']}" in summary
+
+
+def test_a_copy_below_its_baseline_names_the_busy_gpu() -> None:
+    """copy_vs_baseline on the all-GPUs-at-once total (subject "all") and per GPU."""
+    busy = {"GPU1": WORDS.format(g=1)}
+    base = _read(host_copies(2) + collectives(2), {})
+    slow = _read(
+        host_copies(2, solo=27.0, at_once={"h2d": 20.0, "d2h": 16.0}) + collectives(2), busy
+    )
+    v = evaluate(
+        frame_from_rows(slow), rule_set(), topology(2), frame_from_rows(base), allow_skip=ALLOW
+    )
+    failed = [c for c in v.checks if c.rule == "copy_vs_baseline" and c.status == FAIL]
+    assert failed and all(
+        ("GPU0" in c.subject) or "likely cause: another process used GPU1" in c.message
+        for c in failed
+    ), [(c.subject, c.message) for c in failed]
+    assert any("likely cause: another process used GPU1" in c.message for c in failed)
+    assert not any("likely cause" in c.message for c in failed if c.subject == "GPU0")
