@@ -47,10 +47,12 @@ def gpu_causes(
     return out
 
 
-def _for(subject: str, causes: dict[tuple[str, str], list[str]]) -> list[str]:
+def _for(
+    subject: str, causes: dict[tuple[str, str], list[str]], known: Iterable[str] = ()
+) -> list[str]:
     named = _GPU.findall(subject)
     host = subject.rpartition(":")[0] if ":" in subject else None
-    hosts = {h for h, _ in causes}
+    hosts = {h for h, _ in causes} | {str(h) for h in known}
     out: list[str] = []
     for (h, gpu), words in causes.items():
         if named:  # GPU0, GPU0->GPU1, host:GPU2: that GPU (of that host, when named)
@@ -64,15 +66,21 @@ def _for(subject: str, causes: dict[tuple[str, str], list[str]]) -> list[str]:
     return out
 
 
-def name_causes(checks: list[Check], findings: Iterable[Mapping[str, Any]] | None) -> None:
-    """Append ``likely cause: ...`` to each failed figure line on a GPU that has one."""
+def name_causes(
+    checks: list[Check],
+    findings: Iterable[Mapping[str, Any]] | None,
+    hosts: Iterable[str] = (),
+) -> None:
+    """Append ``likely cause: ...`` to each failed figure line on a GPU that has one;
+    ``hosts``: the rows' hosts (a line on one of them takes only that host's causes)."""
+    hosts = list(hosts)
     causes = gpu_causes(checks, findings)
     if not causes:
         return
     for c in checks:
         if c.status != FAIL or c.rule in NOT_FIGURES or "likely cause" in c.message:
             continue
-        found = _for(c.subject, causes)
+        found = _for(c.subject, causes, hosts)
         if found:
             c.message += "; likely cause: " + "; ".join(found)
 

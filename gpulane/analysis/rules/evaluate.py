@@ -105,6 +105,6 @@ def evaluate(
                     allowed=rule_id in allowed,
                 )
             )
-    name_causes(verdict.checks, ctx.evidence.get("doctor"))
+    name_causes(verdict.checks, ctx.evidence.get("doctor"), hosts)
     verdict.facts = facts
     return verdict

@@ -97,3 +97,20 @@ def test_a_copy_below_its_baseline_names_the_busy_gpu() -> None:
     ), [(c.subject, c.message) for c in failed]
     assert any("likely cause: another process used GPU1" in c.message for c in failed)
     assert not any("likely cause" in c.message for c in failed if c.subject == "GPU0")
+
+
+def test_mixed_machines_keep_each_hosts_causes_to_it() -> None:
+    """Two hosts: a busy GPU1 on node-a is no cause of node-b's slow lines."""
+    from gpulane.analysis.rules import Check
+    from gpulane.analysis.rules.causes import name_causes
+
+    checks = [
+        Check("no_foreign_work", FAIL, "rows", "node-a:GPU1", "measured while ...: pid 7"),
+        Check("pinned_h2d", FAIL, "expected", "node-a:GPU1", "h2d slow"),
+        Check("pinned_h2d", FAIL, "expected", "node-b:GPU1", "h2d slow"),
+        Check("all_reduce_busbw_nvlink", FAIL, "expected", "node-a", "slow"),
+        Check("all_reduce_busbw_nvlink", FAIL, "expected", "node-b", "slow"),
+    ]
+    name_causes(checks, None, ["node-a", "node-b"])
+    named = {c.subject: "likely cause: another process used GPU1" in c.message for c in checks[1:]}
+    assert named == {"node-a:GPU1": True, "node-b:GPU1": False, "node-a": True, "node-b": False}
