@@ -21,6 +21,7 @@ BuffersWords = Literal["auto", "device", "host"]
 ArrayWords = Literal["auto", "torch", "cupy"]
 BindWords = Literal["none", "core"]
 StartWords = Literal["fork", "exec"]
+EngineWords = Literal["auto", "gpulane", "vllm", "sglang"]
 
 if TYPE_CHECKING:
     Memory = MemoryWords
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     Array = ArrayWords
     Bind = BindWords
     Start = StartWords
+    Engine = EngineWords
 else:
     Memory = Annotated[str, MemoryWords]
     Loop = Annotated[str, LoopWords]
@@ -40,6 +42,7 @@ else:
     Array = Annotated[str, ArrayWords]
     Bind = Annotated[str, BindWords]
     Start = Annotated[str, StartWords]
+    Engine = Annotated[str, EngineWords]
 
 
 def words_of(hint: Any) -> tuple[str, ...] | None:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpulane.config.backend import BackendConfig
+from gpulane.config.choices import Engine
 from gpulane.config.common import CommonConfig, PresetConfig, SizesConfig
 from gpulane.config.launcher import LauncherConfig
 from gpulane.config.types import (
@@ -145,6 +146,16 @@ class VllmConfig:
 
 
 @dataclass
+class SglangConfig:
+    model_path: str | None = None
+    """The model directory sglang.bench_one_batch runs (engine=sglang, or auto)"""
+    load_format: str = "dummy"
+    """dummy: random weights with the model's shapes, as gpulane's own decoder"""
+    extra_args: list[str] = field(default_factory=list)
+    """More arguments for sglang.bench_one_batch"""
+
+
+@dataclass
 class TokensConfig(CommonConfig):
     model: Any = MISSING  # conf/model: checked by inference.shapes.shape_from_config
     """A packaged model (llama3-8b, tiny, ...), your file model=PATH.yaml, or a HF config.json path"""
@@ -152,8 +163,8 @@ class TokensConfig(CommonConfig):
     """NCCL transport preset: none, nvlink, pcie-host or socket"""
     launcher: LauncherConfig = MISSING  # conf/launcher: tp x pp ranks on this host
     """How the ranks start: local (token runs use this host's GPUs)"""
-    engine: str = "gpulane"
-    """gpulane (this decoder, random weights) or vllm (its bench, if installed)"""
+    engine: Engine = "auto"
+    """auto (an installed vllm or sglang with its model_path given, else gpulane), gpulane, vllm or sglang"""
     tp: AutoOrInt = "auto"
     """Tensor-parallel ranks; auto: the local GPUs / pp (1 on CPUs)"""
     pp: int = 1
@@ -200,6 +211,8 @@ class TokensConfig(CommonConfig):
     """Also write a torch.profiler trace of one eager prefill per rank"""
     vllm: VllmConfig = field(default_factory=VllmConfig)
     """engine=vllm settings: vllm.model_path, vllm.load_format, vllm.extra_args"""
+    sglang: SglangConfig = field(default_factory=SglangConfig)
+    """engine=sglang settings: sglang.model_path, sglang.load_format, sglang.extra_args"""
     # facts of the run, saved for the ranks
     shape: Shape = None
     """Internal: the model's shape, saved for the ranks"""

@@ -45,6 +45,8 @@ class CalibrationPlan:
             f"batch={','.join(map(str, self.batches))}",
             f"input_len={','.join(map(str, self.input_lens))}",
             f"output_len={OUTPUT_LEN}", "warmup=1", "iters=2", "comm_off=true",
+            # the compute-only step (comm_off) is the home decoder's alone
+            "engine=gpulane",
             f"build={self.build}",
         ]  # fmt: skip
 

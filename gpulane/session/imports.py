@@ -55,6 +55,7 @@ FORMATS: dict[str, str] = {
     "p2p": "gpulane.transfers.importers.p2p",
     "nvbandwidth": "gpulane.transfers.importers.nvbandwidth",
     "vllm": "gpulane.inference.vllm_import",
+    "sglang": "gpulane.inference.engines.sglang_import",
 }
 # one-line help of entries with their own command line
 _OWN_HELP: dict[str, str] = {}

@@ -1,6 +1,8 @@
 """A token-rate run as a session: the shapes, tp x pp and memory checked before any rank
 starts, then tp x pp ranks of the decoder on this host, a line per decode configuration
-and the table at the end. ``engine=vllm`` runs vLLM's own benchmark instead."""
+and the table at the end. A serving engine (``engine=vllm``, ``sglang``, or one ``auto``
+finds installed with its model given: gpulane.inference.engines.registry) runs its own
+benchmark instead."""
 
 from __future__ import annotations
 
@@ -8,13 +10,14 @@ from typing import Any
 
 from gpulane.config.commands import TokensConfig
 from gpulane.config.validate import check_preset
-from gpulane.errors import InputError
 from gpulane.inference.batching import configs
+from gpulane.inference.engines.registry import ENGINES, HOME, choose
 from gpulane.inference.plan import check_memory, resolve
 from gpulane.inference.table import TokensView
 from gpulane.launch.base import LaunchSpec
 from gpulane.launch.registry import host_launcher
 from gpulane.rundir import make_run_dir, rank_env, run_env, save_config
+from gpulane.session.output import stdout
 from gpulane.session.run import RunSession, SessionSpec
 from gpulane.session.world import local_gpus, local_path_label
 
@@ -22,16 +25,12 @@ JOB = "gpulane.inference.runner.rank:run_rank"
 
 
 def run_tokens(cfg: TokensConfig) -> int:
-    engine = str(cfg.engine or "gpulane")
-    if engine == "vllm":
-        from gpulane.inference.vllm_bench import run_vllm
-        from gpulane.session.output import stdout
-
-        return run_vllm(cfg, stdout)
-    if engine != "gpulane":
-        raise InputError(f"engine: expected gpulane or vllm, got {engine!r}")
     launcher = host_launcher(cfg, "token runs", "cuda")
     shape, full_layers, tp, pp, device = resolve(cfg, local_gpus())
+    choice = choose(cfg, device)
+    if choice.engine != HOME:
+        stdout(f"# {choice.why}")
+        return ENGINES[choice.engine].run(cfg, stdout)
     check_preset(cfg, device)
     runs = configs(cfg)  # validates batch, input_len, output_len
     memory_line = check_memory(cfg, shape, full_layers, tp, pp, device)
@@ -62,7 +61,7 @@ def run_tokens(cfg: TokensConfig) -> int:
         description=f"{shape.name} tp={tp} pp={pp} on {world} {device} ranks{layers_note}",
         world_size=world,
         row_fields=_row_fields(saved),
-        header=[f"# {memory_line}"],
+        header=[f"# {choice.why}", f"# {memory_line}"],
     )
     session = RunSession(run, spec, TokensView(len(runs)), env, progress=bool(cfg.progress))
     ranks_env = rank_env(run.path, env, device == "cuda")

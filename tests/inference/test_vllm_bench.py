@@ -93,6 +93,6 @@ def test_engine_vllm_where_vllm_is_not_installed_says_so(tmp_path: Path) -> None
                   cwd=tmp_path)  # fmt: skip
     assert out.returncode == 2, out.stderr
     assert out.stderr.strip() == (
-        "gpulane: error: engine=vllm but vLLM is not installed here (pip install vllm); "
-        "use engine=gpulane"
+        "gpulane: error: engine=vllm: vllm is not installed; pip install vllm "
+        "(or engine=gpulane for gpulane's own decoder)"
     )

@@ -1,0 +1,1 @@
+"""Serving engines behind one interface (base.ServingEngine), chosen by registry.choose."""
