@@ -54,11 +54,11 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
-    runs = load_runs(args.results_dir)
+    loaded = load_runs(args.results_dir)
     filters = Filters(op=args.op, build=args.build)
-    frame = filters.apply(runs)
+    frame = filters.apply(loaded)
     if frame.empty:
-        why = filters.why_empty(runs, f"under {args.results_dir}")
+        why = filters.why_empty(loaded, f"under {args.results_dir}")
         raise InputError(why or f"{args.results_dir}: no rows of --op/--build asked for")
     found = series(frame)
     regressed = [s for s in found if s.regression is not None]
