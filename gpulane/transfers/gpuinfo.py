@@ -131,7 +131,7 @@ def describe_gpus(
             numa = topo_gpu.numa
         elif nvml is not None and bus:
             try:
-                handle = nvml.nvmlDeviceGetHandleByPciBusId_v2(bus)
+                handle = nvml.nvmlDeviceGetHandleByPciBusId(bus)
                 name = f"GPU{nvml.nvmlDeviceGetIndex(handle)}"
             except nvml.NVMLError:
                 pass
@@ -151,7 +151,7 @@ def busy_pcie_link(bus_id: str | None) -> LineRate | None:
     if nvml is None or not bus_id:
         return None
     try:
-        h = nvml.nvmlDeviceGetHandleByPciBusId_v2(bus_id)
+        h = nvml.nvmlDeviceGetHandleByPciBusId(bus_id)
         gen = nvml.nvmlDeviceGetCurrPcieLinkGeneration(h)
         width = nvml.nvmlDeviceGetCurrPcieLinkWidth(h)
     except nvml.NVMLError:
@@ -165,7 +165,7 @@ def nvml_nvlinks(a: str | None, b: str | None) -> LineRate | None:
     if nvml is None or not a or not b:
         return None
     try:
-        h = nvml.nvmlDeviceGetHandleByPciBusId_v2(a)
+        h = nvml.nvmlDeviceGetHandleByPciBusId(a)
     except nvml.NVMLError:
         return None
     links, version = 0, None
@@ -173,7 +173,7 @@ def nvml_nvlinks(a: str | None, b: str | None) -> LineRate | None:
         try:
             if nvml.nvmlDeviceGetNvLinkState(h, link) != nvml.NVML_FEATURE_ENABLED:
                 continue
-            remote = nvml.nvmlDeviceGetNvLinkRemotePciInfo_v2(h, link).busId
+            remote = nvml.nvmlDeviceGetNvLinkRemotePciInfo(h, link).busId
             if isinstance(remote, bytes):
                 remote = remote.decode()
             if sysfs_bus_id(str(remote)) != sysfs_bus_id(b):
