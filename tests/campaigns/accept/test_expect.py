@@ -81,3 +81,13 @@ def test_a_node_without_gpus_is_incomplete_or_fails_its_expectation(tmp_path: Pa
     (line,) = [c for c in doc["checks"] if c["rule"] == "gpus"]
     assert line["status"] == "fail" and "0 GPU(s) visible, expected 8" in line["message"]
     assert "CUDA_VISIBLE_DEVICES is set and empty" in line["message"]
+
+
+def test_a_rules_file_says_how_many_gpus(tmp_path: Path) -> None:
+    from gpulane.campaigns.accept.rules_input import load_rules_file
+
+    own = tmp_path / "eight.yaml"
+    own.write_text(
+        "defaults: [default]\nexpect: {gpus: 8}\nchecks:\n  rows_ok: {check: status_ok}\n"
+    )
+    assert expected_gpus(None, load_rules_file(str(own))) == 8
