@@ -39,7 +39,8 @@ from gpulane.rundir import RunDir
 from gpulane.units import format_size
 
 # What identifies one figure across runs: the build, and the measurement key every reader
-# shares (compare.machines.measurement_key: store.FIGURE_KEYS and the machine parts).
+# shares: store.FIGURE_KEYS (as compare and the rules key figures) and compare's machine
+# parts (compare.machines.PARTS: GPU model, host, backend).
 KEYS = tuple(
     dict.fromkeys(
         ("build", "kind", "nodes", "path", *ENDPOINT_KEYS, *PARTS, *sum(FIGURE_KEYS.values(), ()))

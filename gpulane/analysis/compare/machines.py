@@ -64,14 +64,6 @@ def machine_frame(frame: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(machines, index=frame.index, columns=list(PARTS))
 
 
-def measurement_key(frame: pd.DataFrame, kind: str) -> pd.DataFrame:
-    """The one key of "the same measurement" that every reader (compare, history, export,
-    results) judges and publishes by: the figure key of :data:`store.FIGURE_KEYS` (for
-    copies: P2P on or off, one direction or both, solo or all at once) and the machine
-    (GPU model, host, backend) of :func:`row_machine`, as text per row."""
-    return pd.concat([key_frame(frame, kind), machine_frame(frame)], axis=1)
-
-
 def _varying(machines: pd.DataFrame) -> list[str]:
     """The parts with two or more values the rows name: a row that does not name its host
     (an imported log without a device list) is not taken for another machine."""

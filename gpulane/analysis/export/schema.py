@@ -7,7 +7,7 @@ every ``accept.json`` found there (what `gpulane accept` wrote; read, never reco
 
 Key figures, one per (build, machine, kind, op, path, GPU or pair), from the latest run
 of each build on each machine (GPU model, host, backend, as compare tells machines
-apart: :func:`compare.machines.measurement_key`); a run that was interrupted or
+apart: :func:`compare.machines.machine_frame`); a run that was interrupted or
 terminated is never the latest. Copies carry ``p2p`` (on/off), ``direction`` (``one``,
 or ``both (sum)`` for a bidirectional figure, the sum of both directions) and
 ``at_once`` (GPUs copying at once) labels:
