@@ -20,6 +20,7 @@ import atexit
 import locale
 import multiprocessing
 import os
+import runpy
 import subprocess
 import sys
 import tempfile
@@ -27,7 +28,6 @@ import traceback
 from multiprocessing import forkserver, resource_tracker
 from pathlib import Path
 
-from benchmarks import forked_run
 from gpulane.launch import forked
 
 # What every CLI process imports (the rank job's preload is kept: the same server forks
@@ -109,7 +109,7 @@ def _command(
         for stream in (sys.stdout, sys.stderr):
             # PYTHONUNBUFFERED, as the tests set it: every line reaches the file at once
             stream.reconfigure(line_buffering=True, write_through=True)
-        code = forked_run.become(["-m", "gpulane", *args], Path(cwd))
+        code = _become_gpulane(args)
     except BaseException:
         traceback.print_exc()  # into the command's stderr once it is there
     finally:
@@ -139,3 +139,26 @@ def _share_server(address: str, pid: int) -> None:
     # the resource tracker (its own would wait on a server that is not this one's child).
     server.ensure_running = resource_tracker.ensure_running  # type: ignore[method-assign]
     forked._SERVERS.add(pid)
+
+
+def _become_gpulane(args: list[str]) -> int:
+    """Run ``python -m gpulane *args`` as ``__main__`` in this process: its exit status.
+    (The tests' own copy of what ``benchmarks/forked_run.py`` does for any module: the
+    tests do not import ``benchmarks``.)"""
+    import warnings
+
+    # runpy's warning that a preloaded module is run as __main__ again (it is meant to be)
+    warnings.filterwarnings("ignore", category=RuntimeWarning, module="runpy")
+    sys.argv = ["gpulane", *args]
+    sys.path.insert(0, os.getcwd())  # as `python -m` puts the working directory first
+    try:
+        runpy.run_module("gpulane", run_name="__main__", alter_sys=True)
+    except SystemExit as stop:
+        if stop.code is None or isinstance(stop.code, int):
+            return stop.code or 0
+        print(stop.code, file=sys.stderr)
+        return 1
+    except BaseException:
+        traceback.print_exc()
+        return 1
+    return 0

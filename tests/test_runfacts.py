@@ -3,14 +3,12 @@ rows come back, whatever differs from row to row."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
 from gpulane.parquet_rows import ParquetRows, read_parquet
 from gpulane.record import Row, RowWriter, own_rows_writer, read_rows, row_values, run_facts
-from gpulane.session.imports import ImportRequest, import_files
 from gpulane.session.live import RowTail
 
 
@@ -91,27 +89,6 @@ def test_a_row_whose_facts_are_gone_is_skipped_with_a_warning(
     back = list(read_rows(tmp_path / "rows.jsonl"))
     assert back == rows[:4]
     assert "skipped 3 unreadable lines (5, 6, 7)" in capsys.readouterr().err
-
-
-def test_one_long_table_imports_in_at_most_three_times_its_size(tmp_path: Path) -> None:
-    """The shape nccl-tests' -N cycles print: one header of 16 ranks and a table that goes
-    on. Before, every row repeated the header and ranks (27 times the log)."""
-    from benchmarks.parse.bench_parse import build_long_log
-
-    log = tmp_path / "long.log"
-    build_long_log(log, 520_000)  # past one hand-over (4096 lines)
-    out = tmp_path / "out"
-    assert import_files(ImportRequest("nccl-tests", [str(log)], out=str(out))) == 0
-    size = (out / "rows.jsonl").stat().st_size
-    assert size <= 3 * log.stat().st_size, (size, log.stat().st_size)
-    rows = list(read_rows(out / "rows.jsonl"))
-    assert len(rows) > 4096 * 2  # more than one hand-over of the parser
-    assert {len(r.extra["nccl_tests"]["ranks"]) for r in rows} == {16}
-    facts = (out / "facts.jsonl").read_text().splitlines()
-    assert len(facts) == 2  # the header; then with the summary read at the end
-    last = json.loads(facts[-1])
-    assert last["row"]["extra"]["nccl_tests"]["avg_busbw_gbps"] == 70.742
-    assert rows[-1].extra["nccl_tests"]["avg_busbw_gbps"] == 70.742
 
 
 def _sweep_rows(run_id: str, nccl_version: str, n: int) -> list[Row]:

@@ -207,13 +207,12 @@ def _config(t: Target) -> str:
         f"pytest_add_cli_args_test_selection = {arr(t.tests)}\n"
         'pytest_add_cli_args = ["-p", "no:cacheprovider", "-q", "-x", "--timeout", "120"]\n'
         "use_git_change_detection = false\n"
-        'also_copy = ["benchmarks"]\n'
     )
 
 
-# Beside gpulane and tests in the scratch copy (and in mutmut's copy of it: also_copy):
-# the tests' CLI helper (tests/forked_cli.py) runs a command through benchmarks/forked_run.
-SHARED = ("benchmarks/__init__.py", "benchmarks/forked_run.py")
+# Beside gpulane and tests in the scratch copy: nothing (the tests import no benchmarks
+# module; tests/forked_cli.py has its own copy of what benchmarks/forked_run.py does).
+SHARED: tuple[str, ...] = ()
 
 
 def _workspace(t: Target, base: Path) -> Path:
