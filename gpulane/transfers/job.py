@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -21,6 +22,7 @@ from gpulane.rank import RankContext, hostname
 from gpulane.record import Row, RowWriter
 from gpulane.rundir import RunDir, run_env
 from gpulane.topology.bandwidth import LineRate
+from gpulane.topology.gpu_state import foreign_on_gpus, record_gpu_state
 from gpulane.topology.model import Topology
 from gpulane.topology.paths import path_label
 from gpulane.transfers.efficiency import Expected
@@ -41,6 +43,9 @@ class Recorder:
         self.rows: list[Row] = []
         self.failures: list[str] = []
         self.note: Callable[[str], None] = lambda text: None  # a line for the user
+        # GPU -> the other processes on it before the copies ({} none; None: not read),
+        # on every row, as a sweep's rows carry it (the no_foreign rule reads it)
+        self.foreign: dict[str, str] | None = None
 
     def point(self, p: Point, link: LineRate | None, path: str | None = None) -> Row:
         # world_size: the GPUs taking part in this point (1 host copy, 2 peer, n all at once)
@@ -49,6 +54,8 @@ class Recorder:
             p, run_id=self.run.run_id, build=self.run.build, link=link, path=path,
             world_size=world, host=hostname(), env=self.env, versions=self.versions,
         )  # fmt: skip
+        if self.foreign is not None:
+            row.extra["foreign"] = self.foreign
         self.add(row)
         return row
 
@@ -104,6 +111,11 @@ def run_rank(cfg: CopyConfig, ctx: RankContext) -> None:
     if topo_json:
         (run.path / "topology.json").write_text(json.dumps(topo_json, indent=1))
     rec = Recorder(run, run_env(cfg), gpuinfo.versions(torch, copier.rt), len(gpus))
+    record_gpu_state(run.path, "before", {os.getpid()})
+    found = foreign_on_gpus(run.path)
+    rec.foreign = (
+        None if found is None else {g: w for g, w in found.items() if g in set(names.values())}
+    )
     engine = "CuPy cudaMemcpyAsync" if copier.rt is not None else "torch copy_"
     described = ", ".join(f"{g.name} {g.model or ''}".strip() for g in infos)
     ctx.note(f"# {len(gpus)} GPU(s): {described}; {engine}, {len(opts.sizes)} sizes")
@@ -160,7 +172,7 @@ def _host_sections(
                     link = expected.host_link(g.name)
                     for size in opts.sizes:
                         for p in copier.host_points(g.index, g.name, hb, size, opts.directions):
-                            p.extra.update(gpu_numa=g.numa, gpu_model=g.model, **g.extra)
+                            p.extra.update(gpu_numa=g.numa, host_numa=node, gpu_model=g.model, **g.extra)
                             rec.point(p, link)
                 finally:
                     if kind == "pinned" and opts.all_gpus:
