@@ -52,6 +52,15 @@ def record(files_at: Path, kind: str) -> Path:
                 for name in ("rows.jsonl", "facts.jsonl"):
                     if (rows.parent / name).exists():
                         (out / name).write_bytes((rows.parent / name).read_bytes())
+        # the default job's sweep (`gpulane` with no arguments): collective rows
+        for rows in sorted(root.glob("runs/*/rows.jsonl")):
+            facts = rows.parent / "facts.jsonl"
+            if facts.exists() and '"kind":"collective"' in facts.read_text():
+                out = dest / "default-collective"
+                out.mkdir(exist_ok=True)
+                for name in ("rows.jsonl", "facts.jsonl"):
+                    (out / name).write_bytes((rows.parent / name).read_bytes())
+                break
     return dest
 
 
@@ -106,11 +115,11 @@ def summary(kind_dir: Path) -> str:
                     f"| {r.op} {r.extra.get('gpu_model', '')} | {r.algbw_gbps:.2f} | {link} |"
                 )
         lines.append("")
-    lines += ["| rows (healthy accept) | rows | bytes a row, as written | bytes a whole row |",
+    lines += ["| rows of | rows | bytes a row, as written | bytes a whole row |",
               "|---|---|---|---|"]  # fmt: skip
-    for sub in sorted(kind_dir.glob("healthy-*")):
+    for sub in sorted([*kind_dir.glob("default-*"), *kind_dir.glob("healthy-*")]):
         n, written, whole = _row_bytes(sub)
-        lines.append(f"| {sub.name.removeprefix('healthy-')} | {n} | {written:.0f} | {whole:.0f} |")
+        lines.append(f"| {sub.name} | {n} | {written:.0f} | {whole:.0f} |")
     return "\n".join(lines) + "\n"
 
 
