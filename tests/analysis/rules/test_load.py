@@ -75,7 +75,7 @@ def test_the_checks_table() -> None:
     name checks of the table."""
     assert set(CHECKS) == {
         *("min", "max", "no_wrong", "status_ok", "pcie_link", "p2p_status"),
-        *("nccl_transport", "doctor", "no_foreign"),
+        *("nccl_transport", "doctor", "no_foreign", "p2p_trust"),
     }
     for name, spec in CHECKS.items():
         assert callable(spec.run) and spec.needs and spec.threshold.startswith("pass when"), name
