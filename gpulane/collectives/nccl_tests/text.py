@@ -35,6 +35,15 @@ _ST_TABLE, _ST_FOOTER, _ST_CONCLUDED = 5, 6, 7
 
 _NUMBER_START_RE = re.compile(r"^\s*[-+]?\d")
 _TOKEN_RE = re.compile(r"\S+")
+# A launcher's tag before each line: ``mpirun --tag-output`` writes ``[1,0]<stdout>:``,
+# ``srun -l`` writes ``0: ``. Neither can start a table row, header or NCCL line.
+_LAUNCHER_TAG_RE = re.compile(r"^(?:\[\d+,\d+\]<(?:stdout|stderr)>:|\s*\d+: )")
+
+
+def strip_launcher_tag(line: str) -> str:
+    """The line without the tag ``mpirun --tag-output`` or ``srun -l`` put before it."""
+    return _LAUNCHER_TAG_RE.sub("", line, count=1)
+
 
 NOT_NCCL_TESTS = (
     "not nccl-tests output: no '# nThread ...' header, no result table "
@@ -87,7 +96,7 @@ class TextReader:
     # -- main loop
     def feed(self, number: int, raw: str) -> None:
         self.number = number
-        line = raw.replace("\x00", "").rstrip("\r\n")
+        line = strip_launcher_tag(raw.replace("\x00", "").rstrip("\r\n"))
         stripped = line.strip()
         if not stripped:
             return
