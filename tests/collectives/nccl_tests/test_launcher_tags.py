@@ -7,12 +7,17 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from gpulane.collectives.nccl_tests.importer import stream_rows
 from gpulane.collectives.nccl_tests.text import strip_launcher_tag
+from gpulane.errors import ParseError
+from gpulane.record import Row
 from tests.collectives.nccl_tests.common import FIXTURES
 
 TAGGED = FIXTURES / "public" / "nccl-tests" / "nccl_ebpf_2x5090_all_reduce_mpirun_tag_output.txt"
@@ -75,3 +80,45 @@ def test_cli_exit_zero_on_the_tagged_log() -> None:
 )
 def test_strip_launcher_tag(line: str, want: str) -> None:
     assert strip_launcher_tag(line) == want
+
+
+_CODECS = ("utf-8", "utf-16", "utf-16-le")
+
+
+def _read(path: Path) -> list[Row] | None:
+    try:
+        return list(stream_rows(str(path), build="b"))
+    except ParseError as err:
+        assert str(path) in str(err)
+        return None
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(_CODECS), st.data())
+def test_tagged_log_cut_anywhere_keeps_its_rows_before_the_cut(
+    codec: str, data: st.DataObject
+) -> None:
+    blob = TAGGED.read_text().encode(codec)
+    cut = data.draw(st.integers(1, len(blob) - 1), label="cut")
+    with tempfile.TemporaryDirectory() as tmp:
+        whole_path = Path(tmp) / "whole" / TAGGED.name
+        whole_path.parent.mkdir()
+        whole_path.write_bytes(blob)
+        whole = {(r.extra.get("line"), r.in_place): r for r in _read(whole_path) or []}
+        path = Path(tmp) / TAGGED.name
+        path.write_bytes(blob[:cut])
+        rows = _read(path)
+    assert len(whole) == 16
+    if rows is None:
+        return  # reported: the cut file reads as nothing
+    measured = [r for r in rows if r.time_us is not None]
+    for row in measured:
+        same = whole[(row.extra.get("line"), row.in_place)]
+        assert (row.size_bytes, row.time_us, row.busbw_gbps) == (
+            same.size_bytes,
+            same.time_us,
+            same.busbw_gbps,
+        )
+    if len(measured) < len(whole):
+        errors = [r for r in rows if r.time_us is None]
+        assert errors and all(r.error for r in errors)
