@@ -85,9 +85,13 @@ _METRIC_RE = re.compile(
     r"^(Mean|Median|P\d+(?:\.\d+)?|Std)\s+(TTFT|TPOT|ITL|E2EL)\s+\(ms\):\s*" + _NUM + r"\s*$"
 )
 _THROUGHPUT_RE = re.compile(
-    r"Throughput:\s*" + _NUM + r"\s*requests/s,\s*" + _NUM + r"\s*total tokens/s"
+    # vLLM of 2023-2024 printed "Throughput: 5.99 requests/s" (benchmark_serving) and
+    # "Throughput: 81.74 requests/s, 20926.37 tokens/s" (benchmark_throughput, prompt and
+    # output tokens); later ones "..., N total tokens/s, N output tokens/s".
+    r"Throughput:\s*" + _NUM + r"\s*requests/s"
+    r"(?:,\s*" + _NUM + r"\s*(?:total )?tokens/s"
     # to the line's end: a line cut after "total tokens/s, 10" is no whole result
-    r"(?:,\s*" + _NUM + r"\s*output tokens/s)?\s*$"
+    r"(?:,\s*" + _NUM + r"\s*output tokens/s)?)?\s*$"
 )
 _TOTAL_RE = re.compile(r"^Total num (prompt|output) tokens:\s*(\d+)\s*$")
 _LATENCY_RE = re.compile(r"^Avg latency:\s*" + _NUM + r"\s*seconds")
@@ -179,7 +183,7 @@ def _throughput_row(v: dict[str, Any], source: str, meta: Meta) -> Row:
     if tokens is None and v.get("elapsed_time") and meta.output_len and v.get("num_requests"):
         tokens = v["num_requests"] * meta.output_len / v["elapsed_time"]
     extra = {**meta.extra, **{k: x for k, x in v.items() if _scalar(x)}}
-    if tokens is None:
+    if tokens is None and v.get("tokens_per_second") is not None:
         extra["note"] = "tokens_per_s counts prompt and output tokens (vLLM's total)"
         tokens = v.get("tokens_per_second")
     return Row(**_base(meta, source, "throughput"), tokens_per_s=tokens, extra=extra)
@@ -360,8 +364,9 @@ class _Text:
         if m := _THROUGHPUT_RE.search(line):
             yield from self.finish(number, "is followed by another result")
             self.start = number
-            self.throughput = {"requests_per_second": float(m.group(1)),
-                               "tokens_per_second": float(m.group(2))}  # fmt: skip
+            self.throughput = {"requests_per_second": float(m.group(1))}
+            if m.group(2):
+                self.throughput["tokens_per_second"] = float(m.group(2))
             if m.group(3):
                 self.throughput["output_tokens_per_second"] = float(m.group(3))
         elif (m := _TOTAL_RE.match(line)) and self.throughput is not None:
