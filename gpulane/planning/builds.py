@@ -25,11 +25,11 @@ from gpulane.analysis.store import records
 from gpulane.config.commands import AdviseConfig
 from gpulane.errors import GpulaneError
 from gpulane.inference.batching import as_list
-from gpulane.inference.shapes import dtype_bytes, shape_from_config
+from gpulane.inference.shapes import shape_from_config
 from gpulane.planning.advice import Advice, advise
 from gpulane.planning.comm import Comms, MeasuredComm, Projection
 from gpulane.planning.compute import gpu_spec
-from gpulane.planning.inputs import gpu_model
+from gpulane.planning.inputs import advise_dtype_bytes, gpu_model
 from gpulane.planning.placement import synthetic_topology
 from gpulane.planning.predict import Workload
 
@@ -52,7 +52,7 @@ class BuildAdvice:
 
 def _workloads(cfg: AdviseConfig, tokens: pd.DataFrame, model: str) -> list[Workload]:
     mine = tokens[tokens["model"].astype(str) == model] if len(tokens) else tokens
-    dbytes = dtype_bytes(str(cfg.dtype))
+    dbytes = advise_dtype_bytes(str(cfg.dtype))
     if len(mine):
         batches = sorted({int(b) for b in mine["batch"].dropna()}) or as_list(cfg.batch, "batch")
         inputs = sorted({int(x) for x in mine["input_len"].dropna()})[:1] or as_list(

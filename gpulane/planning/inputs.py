@@ -20,7 +20,8 @@ from gpulane.analysis.store import (
     records,
 )
 from gpulane.analysis.store import load_topology as read_topology_file
-from gpulane.errors import RunFailed
+from gpulane.errors import InputError, RunFailed
+from gpulane.inference.shapes import dtype_bytes
 from gpulane.session.output import Say, stdout
 from gpulane.topology.model import Topology
 
@@ -148,3 +149,18 @@ def gpu_model(topo: Topology | None) -> str | None:
             if g.model:
                 return g.model
     return None
+
+
+# fp8 checkpoints (e.g. Llama 3.1 70B FP8 with an fp8 KV cache): 1 byte a weight and a KV
+# element. Only the advisor's memory and byte counts take it; gpulane tokens runs bf16.
+FP8_NAMES = ("fp8", "fp8_e4m3", "float8_e4m3fn")
+
+
+def advise_dtype_bytes(dtype: str) -> int:
+    """Bytes per element of dtype= for the advisor: gpulane's dtypes, plus fp8 (1)."""
+    if str(dtype).lower() in FP8_NAMES:
+        return 1
+    try:
+        return dtype_bytes(dtype)
+    except InputError:
+        raise InputError(f"dtype: expected bf16, fp16, fp32 or fp8, got {dtype!r}") from None

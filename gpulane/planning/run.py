@@ -16,7 +16,7 @@ from typing import Any
 from gpulane.config.commands import AdviseConfig
 from gpulane.errors import InputError, print_warning
 from gpulane.inference.batching import as_list
-from gpulane.inference.shapes import ModelShape, dtype_bytes, shape_from_config
+from gpulane.inference.shapes import ModelShape, shape_from_config
 from gpulane.planning import calibration, inputs
 from gpulane.planning.advice import Advice, advise
 from gpulane.planning.comm import Comms, MeasuredComm, Projection
@@ -35,7 +35,7 @@ def _opt_float(value: Any) -> float | None:
 
 def run(cfg: AdviseConfig) -> int:
     shape = shape_from_config(dict(cfg.model))
-    dbytes = dtype_bytes(str(cfg.dtype))
+    dbytes = inputs.advise_dtype_bytes(str(cfg.dtype))
     batches = as_list(cfg.batch, "batch")
     input_lens = as_list(cfg.input_len, "input_len")
     output_lens = as_list(cfg.output_len, "output_len")
@@ -180,7 +180,7 @@ def _calibration(
     # the short runs are labelled with the build whose collectives the advice reads
     measured = sorted({str(r.get("build")) for r in rows if r.get("kind") == "collective"})
     label = build or (measured[0] if len(measured) == 1 else MEASURED_BUILD)
-    dbytes = dtype_bytes(str(cfg.dtype))
+    dbytes = inputs.advise_dtype_bytes(str(cfg.dtype))
     p = calibration.plan(
         shape, dict(cfg.model), gpus, memory_gib, batches, input_lens, dbytes, label,
         float(cfg.memory_fraction),
