@@ -108,3 +108,16 @@ def test_gpuinfo_reads_pcie_and_nvlinks(machine: Callable[[str], None]) -> None:
     assert (low.label, full.label, links.label) == ("PCIe Gen3 x4", "PCIe Gen5 x16", "NV18")
     assert low.source == full.source == links.source == "nvml"
     assert gpuinfo.nvml_nvlinks("00000000:00:06.0", "00000000:99:00.0") is None
+
+
+def test_live_probe_labels_pcie_pairs(machine: Callable[[str], None]) -> None:
+    from gpulane.topology.live import NvmlProbe
+
+    machine("pcie_only")
+    probe = NvmlProbe()
+    try:
+        got = [probe.label(0, 1), probe.label(0, 2), probe.label(0, 3), probe.label(2, 3)]
+        assert got == ["PHB", "NODE", "SYS", "SYS"]
+        assert probe.label(1, 3) is None  # the profile holds no level for it: unknown
+    finally:
+        probe.close()
