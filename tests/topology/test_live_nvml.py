@@ -121,3 +121,35 @@ def test_live_probe_labels_pcie_pairs(machine: Callable[[str], None]) -> None:
         assert probe.label(1, 3) is None  # the profile holds no level for it: unknown
     finally:
         probe.close()
+
+
+def test_capture_matches_the_h200x4_capture(machine: Callable[[str], None]) -> None:
+    """The profile is the lent 4x H200's NVML capture; capture() reads it back."""
+    import json
+
+    from gpulane.topology import gpu_state
+
+    real = json.loads((FAKE.parents[0] / "h200x4" / "nvml-busy-gpu2.json").read_text())
+    machine("h200x4_busy")
+    got = gpu_state.capture()["gpus"]
+    assert len(got) == len(real["gpus"]) == 4
+    for ours, theirs in zip(got, real["gpus"], strict=True):
+        assert ours["bus_id"] == theirs["bus_id"]
+        assert ours["util_gpu"] == theirs["utilization"]["gpu"]
+        assert ours["clocks_event_reasons"] == theirs["clocks_event_reasons"]
+        assert ours["power_mw"] == theirs["power_mw"]
+        want = [
+            {"pid": p["pid"], "used_bytes": p["usedGpuMemory"]} for p in theirs["compute_processes"]
+        ]
+        assert ours["compute_processes"] == want
+
+
+def test_live_probe_labels_nvswitch_pairs(machine: Callable[[str], None]) -> None:
+    from gpulane.topology.live import NvmlProbe
+
+    machine("h200x4_busy")
+    probe = NvmlProbe()
+    try:  # topo-m.txt of the 4x H200: NV18 for every pair
+        assert {probe.label(a, b) for a in range(4) for b in range(4) if a != b} == {"NV18"}
+    finally:
+        probe.close()
