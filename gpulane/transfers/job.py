@@ -172,7 +172,9 @@ def _host_sections(
                     link = expected.host_link(g.name)
                     for size in opts.sizes:
                         for p in copier.host_points(g.index, g.name, hb, size, opts.directions):
-                            p.extra.update(gpu_numa=g.numa, host_numa=node, gpu_model=g.model, **g.extra)
+                            p.extra.update(
+                                gpu_numa=g.numa, host_numa=node, gpu_model=g.model, **g.extra
+                            )
                             rec.point(p, link)
                 finally:
                     if kind == "pinned" and opts.all_gpus:

@@ -15,6 +15,7 @@ the 99th percentile; ``algbw_gbps`` is size / median time. The mean goes in ``ex
 from __future__ import annotations
 
 import math
+import re
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -80,6 +81,13 @@ def summarize(times_us: Sequence[float], size: int) -> Stats:
     )
 
 
+def link_fields(label: str) -> dict[str, Any]:
+    """``PCIe Gen5 x16`` -> ``{"pcie_gen": 5, "pcie_width": 16}``; {} for NVLink or a
+    staged path (its figure is not one link's)."""
+    m = re.fullmatch(r"PCIe Gen(\d+) x(\d+)", label.strip())
+    return {"pcie_gen": int(m.group(1)), "pcie_width": int(m.group(2))} if m else {}
+
+
 def to_row(
     point: Point,
     *,
@@ -103,6 +111,13 @@ def to_row(
     )
     if link is not None:
         extra.update(link=link.label, expected_from=link.source)
+        extra.update(link_fields(link.label))
+    versions = dict(versions or {})
+    if extra.get("gpu_model") and "gpu" not in versions:
+        versions["gpu"] = str(extra["gpu_model"])  # what the reference table matches on
+    if extra.get("host_numa") is not None and extra.get("gpu_numa") is not None:
+        local = extra["host_numa"] == extra["gpu_numa"]
+        extra["host_memory"] = "local" if local else "remote"
     status, error = "ok", None
     if point.wrong:
         status, error = "wrong", f"{point.wrong} of {point.size // 4} words differ after the copy"
@@ -133,7 +148,7 @@ def to_row(
         path=path,
         source="measured",
         env=dict(env or {}),
-        versions=dict(versions or {}),
+        versions=versions,
         extra=extra,
         status=status,
         error=error,

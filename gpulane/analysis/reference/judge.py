@@ -17,6 +17,7 @@ from typing import Any
 import pandas as pd
 
 from gpulane.analysis.reference.table import (
+    ANY_GPU,
     METRIC_OF_KIND,
     NEUTRAL_ENV,
     ORIGINS,
@@ -55,6 +56,9 @@ class Facts:
     env: tuple[tuple[str, str], ...]
     memory: str | None = None
     graph: bool | None = None
+    link: str | None = None  # copies: "PCIe Gen5 x16" (from the row's extra.link)
+    host_memory: str | None = None  # copies: "local" or "remote" host memory (NUMA)
+    p2p: bool | None = None  # collectives: False under NCCL_P2P_DISABLE=1
 
     def machine(self, size: bool = True) -> str:
         model = short_model(self.gpu) if self.gpu else "unknown GPU"
@@ -63,8 +67,12 @@ class Facts:
         text = f"{nodes}{n}{model} {self.path or 'unknown path'}"
         if self.env:
             text += " " + " ".join(f"{k}={v}" for k, v in self.env)
+        if self.link:
+            text += f" {self.link}"
         if self.memory:
             text += f" {self.memory}"
+        if self.host_memory:
+            text += f" {self.host_memory}"
         shown = f" {format_size(self.size)}" if size and self.size is not None else ""
         return f"{text} {self.op}{shown}"
 
@@ -127,12 +135,31 @@ def facts_of(row: Row) -> Facts:
         env=shaping,
         memory=_text(row.memory),
         graph=row.graph if isinstance(row.graph, bool) else None,
+        link=_pcie_link(extra),
+        host_memory=_text(extra.get("host_memory")),
+        p2p=False if str(env.get("NCCL_P2P_DISABLE", "")).strip() == "1" else None,
     )
+
+
+def _pcie_link(extra: Mapping[str, Any]) -> str | None:
+    gen, width = _int(extra.get("pcie_gen")), _int(extra.get("pcie_width"))
+    if gen and width:
+        return f"PCIe Gen{gen} x{width}"
+    label = _text(extra.get("link"))
+    return label if label and label.startswith("PCIe Gen") and "(" not in label else None
 
 
 def matches(entry: Entry, facts: Facts) -> bool:
     """Whether ``entry`` holds for a figure with these facts (never another machine)."""
-    if facts.gpu is None or model_key(facts.gpu) not in {model_key(g) for g in entry.gpu}:
+    if not any_gpu(entry) and (
+        facts.gpu is None or model_key(facts.gpu) not in {model_key(g) for g in entry.gpu}
+    ):
+        return False
+    if entry.link is not None and entry.link != facts.link:
+        return False
+    if entry.host_memory and facts.host_memory and entry.host_memory != facts.host_memory:
+        return False
+    if entry.p2p is not None and facts.p2p is not None and entry.p2p != facts.p2p:
         return False
     if entry.path != "*" and entry.path != facts.path:
         return False
@@ -155,14 +182,19 @@ def matches(entry: Entry, facts: Facts) -> bool:
     return not (entry.nvls is not None and facts.nvls is not None and entry.nvls != facts.nvls)
 
 
+def any_gpu(entry: Entry) -> bool:
+    """An entry for every GPU model on its link (``gpu: ["*"]``)."""
+    return ANY_GPU in entry.gpu
+
+
 def _same_version(version: str, prefix: str) -> bool:
     return version == prefix or version.startswith(prefix + ".")
 
 
-def _rank(entry: Entry) -> tuple[int, int]:
-    # Site first, then gpulane's measured runs, then published figures, then thresholds;
+def _rank(entry: Entry) -> tuple[int, int, int]:
+    # Site first; within an origin this GPU's own figures before a figure of the link, then gpulane's measured runs, then published figures, then thresholds;
     # within one origin the narrowest size band.
-    return (ORIGINS.index(entry.origin), entry.size_max - entry.size_min)
+    return (ORIGINS.index(entry.origin), int(any_gpu(entry)), entry.size_max - entry.size_min)
 
 
 @dataclass(frozen=True)
@@ -173,6 +205,13 @@ class Judgement:
     facts: Facts
     entry: Entry | None
     also: int = 0  # further entries that hold
+
+    @property
+    def fallback(self) -> str:
+        """How the entry differs from the measured machine ("" when it is the same)."""
+        if self.entry is None or not any_gpu(self.entry):
+            return ""
+        return "same link, other GPU" if self.facts.gpu else "same link, GPU not named"
 
     @property
     def judged(self) -> bool:
@@ -189,6 +228,8 @@ class Judgement:
             notes.append("the rows do not name their NCCL version")
         if e.nvls is not None and self.facts.nvls is None:
             notes.append("the rows do not say whether NVLS was on")
+        if self.fallback:
+            notes.append(f"{self.fallback}: no figure for this GPU, used {e.source}'s")
         note = f"; {'; '.join(notes)}" if notes else ""
         also = f"; {self.also} more in `gpulane reference list`" if self.also else ""
         if e.high is None:

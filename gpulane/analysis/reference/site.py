@@ -41,11 +41,11 @@ def entries_from_frame(
         if value is None:
             continue
         f = facts_of(row)
-        if f.gpu is None or f.path is None:
+        if f.gpu is None or (f.path is None and f.kind != "copy"):
             continue  # a figure that cannot name its machine cannot be a reference
         # copies: every GPU of the machine in one range (no src/dst in the key)
         key: tuple[Any, ...] = (f.gpu, f.path, f.world_size, f.nodes, f.kind, f.op, f.size)
-        key += (f.nvls, f.env, f.memory, f.nccl, f.graph)
+        key += (f.nvls, f.env, f.memory, f.nccl, f.graph, f.link, f.host_memory)
         facts_by_key[key] = (f, metric)
         groups.setdefault(key, {}).setdefault(str(row.run_id), []).append(value)
     out = []
@@ -79,6 +79,8 @@ def entries_from_frame(
                 env=f.env if not copy else (),
                 memory=f.memory if copy else None,
                 graph=f.graph,
+                link=f.link if copy else None,
+                host_memory=f.host_memory if copy else None,
                 runs=len(runs),
                 conditions=conditions,
             )
@@ -161,4 +163,6 @@ def _same(e: Entry) -> tuple[Any, ...]:
         e.env,
         e.memory,
         e.graph,
+        e.link,
+        e.host_memory,
     )

@@ -29,6 +29,7 @@ from gpulane.units import format_size, parse_size
 SITE_FILE = "reference.yaml"
 ORIGINS = ("site", "measured", "published", "threshold")
 METRIC_OF_KIND = {"collective": "busbw_gbps", "copy": "algbw_gbps", "tokens": "tokens_per_s"}
+ANY_GPU = "*"  # an entry for every GPU model: a figure decided by the link alone
 UNITS = {"busbw_gbps": "GB/s", "algbw_gbps": "GB/s", "tokens_per_s": "tok/s"}
 
 # NCCL switches that do not change where the bytes go (logging, naming, the version a
@@ -70,6 +71,9 @@ class Entry:
     env: tuple[tuple[str, str], ...] = ()  # NCCL switches the figure was measured with
     memory: str | None = None  # copies: pinned, pageable, device
     graph: bool | None = None  # collectives launched through CUDA graphs; None: either
+    link: str | None = None  # copies: the host link ("PCIe Gen5 x16"); None: any
+    host_memory: str | None = None  # copies: NUMA-local or remote host memory; None: either
+    p2p: bool | None = None  # collectives: GPU peer access on (True) or off; None: either
     runs: int | None = None
     conditions: str = ""
     where: str = ""  # the table file the entry was read from
@@ -81,9 +85,12 @@ class Entry:
     def machine(self) -> str:
         """``4× H200 NV18 without NVLS``: the machine and conditions the range holds for."""
         model = short_model(self.gpu[0]) if self.gpu else "?"
+        model = "any GPU" if model == ANY_GPU else model
         nodes = f"{self.nodes} nodes × " if self.nodes > 1 else ""
         if self.world_size == 0:
-            text = f"one {model}" + (f" ({self.memory} memory)" if self.memory else "")
+            text = f"one {model}" + (f" on {self.link}" if self.link else "")
+            mem = " ".join(m for m in (self.memory, self.host_memory) if m)
+            text += f" ({mem} memory)" if mem else ""
             return text + (f", NCCL {self.nccl}" if self.nccl else "")
         text = f"{nodes}{self.world_size}× {model} {self.path}"
         if self.nvls is True:
@@ -92,6 +99,8 @@ class Entry:
             text += " without NVLS"
         if self.env:
             text += " " + " ".join(f"{k}={v}" for k, v in self.env)
+        if self.p2p is not None:
+            text += " P2P on" if self.p2p else " P2P off"
         if self.graph:
             text += ", CUDA graphs"
         if self.nccl:
