@@ -14,6 +14,8 @@ GB = 1e9
 
 _SUFFIX = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:I?B)?\s*$", re.IGNORECASE)
+# "Gb", "Mbit": lowercase b is bits (network rates); a size in bits is refused.
+_BITS_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:i?b|bits?)\s*$", re.IGNORECASE)
 
 # Usable bytes per second per lane and direction, after line encoding
 # (8b/10b for Gen1-2, 128b/130b for Gen3-5, FLIT/PAM4 for Gen6).
@@ -36,7 +38,17 @@ def parse_size(value: str | int | float, what: str = "size") -> int:
         if value < 0 or value != int(value):
             raise InputError(f"{what}: expected a whole number of bytes, got {value!r}")
         return int(value)
-    m = _SIZE_RE.match(str(value))
+    text = str(value)
+    bits = _BITS_RE.match(text)
+    if bits and not text.rstrip().endswith("B"):  # 1GB, 1GiB: bytes
+        number, suffix = bits.groups()
+        unit = suffix.upper()
+        hint = f"{number}{unit}' or '{number}{unit}iB" if unit else f"{number}"
+        raise InputError(
+            f"{what}: {value!r} reads as bits (lowercase b); sizes are bytes: "
+            f"did you mean '{hint}'?"
+        )
+    m = _SIZE_RE.match(text)
     if not m:
         raise InputError(f"{what}: expected a size like 8, 64K, 1M or 8G, got {value!r}")
     number, suffix = m.groups()

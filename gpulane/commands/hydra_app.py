@@ -51,8 +51,10 @@ def comma_lists(argv: list[str], keys: frozenset[str] | set[str]) -> list[str]:
     return out
 
 
-def first_combination(overrides: list[str]) -> list[str]:
-    """The overrides with every sweep (``-m key=a,b``) at its first value; Hydra's own keys
+def combinations(overrides: list[str]) -> list[list[str]]:
+    """The combinations that, between them, hold every value of every sweep (``-m
+    key=a,b``): the first of each, then each later value with the others at their first,
+    so a mistyped last value is found before the first run starts. Hydra's own keys are
     left out (Hydra checks those itself)."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import OverrideParseException
@@ -62,19 +64,29 @@ def first_combination(overrides: list[str]) -> list[str]:
     except OverrideParseException as err:
         bad = next((o for o in overrides if _unreadable(o)), overrides[0] if overrides else "")
         raise InputError(f"cannot read the override {bad!r}: {str(err).splitlines()[0]}") from None
-    out = []
+    first: list[str] = []
+    later: list[tuple[int, str]] = []  # (index in first, the override with another value)
     for o in parsed:
         key = o.get_key_element()
         if key.lstrip("+~").startswith(("hydra.", "hydra/")):
             continue
         if o.is_sweep_override():
-            first = next(iter(o.sweep_string_iterator()), None)
-            if first is None:
+            values = list(o.sweep_string_iterator())
+            if not values:
                 continue
-            out.append(f"{key}={first}")
+            later += [(len(first), f"{key}={v}") for v in values[1:]]
+            first.append(f"{key}={values[0]}")
         else:
-            out.append(o.input_line or f"{key}={o.get_value_element_as_str()}")
+            first.append(o.input_line or f"{key}={o.get_value_element_as_str()}")
+    out = [first]
+    for index, override in later:
+        out.append([*first[:index], override, *first[index + 1 :]])
     return out
+
+
+def first_combination(overrides: list[str]) -> list[str]:
+    """The overrides with every sweep (``-m key=a,b``) at its first value."""
+    return combinations(overrides)[0]
 
 
 def _unreadable(override: str) -> bool:
@@ -93,18 +105,26 @@ def check_overrides(config_name: str, overrides: list[str], hydra_node: bool = F
 
     Returns the composed configuration (with its ``hydra`` node when ``hydra_node``: what
     a single run is then given, without Hydra composing it twice more)."""
+    from gpulane.config.store import register
+    from gpulane.launch.registry import discover
+
+    discover()  # every launcher module (and $GPULANE_PLUGINS) before the schemas are stored
+    register()
+    first, *others = combinations(overrides)
+    cfg = _check_combination(config_name, first, hydra_node)
+    for combo in others:  # -m: every value of every sweep, before the first run
+        _check_combination(config_name, combo, False)
+    return cfg
+
+
+def _check_combination(config_name: str, combo: list[str], hydra_node: bool) -> Any:
     from hydra import compose, initialize_config_module
     from hydra.errors import ConfigCompositionException, MissingConfigException
     from omegaconf.errors import OmegaConfBaseException
 
     from gpulane.config.load import check_keys, config_error, typed
-    from gpulane.config.store import register
     from gpulane.config.validate import check
-    from gpulane.launch.registry import discover
 
-    discover()  # every launcher module (and $GPULANE_PLUGINS) before the schemas are stored
-    register()
-    combo = first_combination(overrides)
     try:
         with initialize_config_module("gpulane.conf", version_base="1.3"):
             cfg = compose(config_name, overrides=combo, return_hydra_config=hydra_node)
@@ -122,7 +142,12 @@ def check_overrides(config_name: str, overrides: list[str], hydra_node: bool = F
         assert isinstance(data, dict)
         data.pop("hydra", None)
         check_keys(data, schema)
-        check(typed(_without_hydra(cfg), schema))
+        config = typed(_without_hydra(cfg), schema)
+        check(config)
+        if config_name == "sweep":  # collectives, dtypes, sizes: the plan's own checks
+            from gpulane.collectives.plan import build_plan
+
+            build_plan(config, on_device=False)
     return cfg
 
 

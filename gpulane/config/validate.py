@@ -139,19 +139,38 @@ def preset_name(cfg: Any) -> str:
     return str(getattr(preset, "name", None) or "none")
 
 
+def nccl_ignored_by(cfg: Any, device: str) -> str | None:
+    """What of this run ignores NCCL_* variables (MPI, gloo on CPUs), or None."""
+    backend = getattr(cfg, "backend", None)  # none (tokens): torch.distributed's
+    if isinstance(backend, BackendConfig) and not backend.uses_nccl:
+        return f"backend={backend.name} (MPI moves the data, not NCCL)"
+    if device == "cpu" and (not isinstance(backend, BackendConfig) or backend.gloo_on_cpus):
+        return "torch.distributed's gloo on CPU ranks"
+    return None
+
+
+def check_nccl_env(cfg: Any, device: str) -> None:
+    """+env.NCCL_*=... on a run that does not use NCCL is refused, as a preset is: the
+    run would carry a setting that changed nothing."""
+    names = sorted(k for k in (getattr(cfg, "env", None) or {}) if str(k).startswith("NCCL_"))
+    ignores = nccl_ignored_by(cfg, device) if names else None
+    if ignores:
+        raise InputError(
+            f"env.{names[0]}: NCCL_* variables are ignored by {ignores}, so the run would "
+            f"measure the same thing under another setting; drop +env.{names[0]}, or run "
+            "NCCL on GPUs (backend=nccl, torch or nccl_tests)"
+        )
+
+
 def check_preset(cfg: Any, device: str) -> None:
     """A preset (nvlink, pcie-host, socket) sets NCCL_* variables and labels the run by
     them; on a backend that does not use NCCL (gloo on CPUs, MPI) it changes nothing, and
     runs under different presets would be compared as if they measured different paths."""
+    check_nccl_env(cfg, device)
     preset = preset_name(cfg)
     if preset == "none":
         return
-    backend = getattr(cfg, "backend", None)  # none (tokens): torch.distributed's
-    ignores = None
-    if isinstance(backend, BackendConfig) and not backend.uses_nccl:
-        ignores = f"backend={backend.name} (MPI moves the data, not NCCL)"
-    elif device == "cpu" and (not isinstance(backend, BackendConfig) or backend.gloo_on_cpus):
-        ignores = "torch.distributed's gloo on CPU ranks"
+    ignores = nccl_ignored_by(cfg, device)
     if ignores:
         raise InputError(
             f"preset={preset}: a preset sets NCCL_* variables, which {ignores} ignores, so "
