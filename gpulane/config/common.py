@@ -33,7 +33,7 @@ class CommonConfig:
     """Progress: a live bar on a terminal, a plain line every 10 s in a log; false: none"""
     # Facts of the run, written by the front when it saves the configuration for the ranks.
     run_id: str | None = None
-    """Internal: the run directory's name"""
+    """The run directory's name under results_dir (default: the time, build and a hash)"""
     world_size: int | None = None
     """Internal: ranks of the run"""
     nodes: int | None = None

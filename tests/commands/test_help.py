@@ -18,7 +18,7 @@ from gpulane.config.docs import closest_key, field_docs, hidden, visible_fields
 from gpulane.config.launcher import LAUNCHERS
 
 SCHEMAS = [*COMMANDS.values(), *BACKENDS.values(), *LAUNCHERS.values()]
-HIDDEN = ["corrupt_rank", "skip_rank", "run_id", "world_size", "auto_schema", "preset_schema"]
+HIDDEN = ["corrupt_rank", "skip_rank", "world_size", "auto_schema", "preset_schema"]
 
 
 @pytest.mark.parametrize("schema", SCHEMAS, ids=lambda s: s.__name__)
@@ -44,7 +44,9 @@ def test_help_lists_every_visible_key_with_its_meaning(command: str) -> None:
 
 def test_hidden_keys_are_marked_in_the_schema() -> None:
     sweep = COMMANDS["sweep"]
-    assert hidden(sweep, "corrupt_rank") and hidden(sweep, "skip_rank") and hidden(sweep, "run_id")
+    assert hidden(sweep, "corrupt_rank") and hidden(sweep, "skip_rank")
+    # run_id=NAME is the user's to set (issue 44.12): sweep --help lists it
+    assert not hidden(sweep, "run_id") and "run_id" in render("sweep")
     assert "collectives" in visible_fields(sweep) and "skip_rank" not in visible_fields(sweep)
 
 
