@@ -35,7 +35,7 @@ CASES: list[dict[str, Any]] = [
             "batch=64",
             "input_len=256",
             "output_len=256",
-        ],  # fmt: skip
+        ],
         "splits": [[2, 4], [4, 2]],  # [tp, pp]: PP4-TP2 vs PP2-TP4
         "published_winner": "TP=2xPP=4",
         "published_ratio": 307.61 / 261.16,  # output tok/s, quoted on the page
@@ -54,7 +54,7 @@ CASES: list[dict[str, Any]] = [
             "batch=1",
             "input_len=512",
             "output_len=256",
-        ],  # fmt: skip
+        ],
         "splits": [[1, 2], [2, 1]],
         "published_winner": "PP=2 on vLLM V0, TP=2 on V1",
         "published_ratio": None,
@@ -72,7 +72,7 @@ CASES: list[dict[str, Any]] = [
             "batch=1",
             "input_len=512",
             "output_len=256",
-        ],  # fmt: skip
+        ],
         "splits": [[8, 1], [4, 2]],
         "published_winner": "P2P on (single request), P2P off (100 concurrent)",
         "published_ratio": None,
