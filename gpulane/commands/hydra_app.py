@@ -142,7 +142,7 @@ def _check_combination(config_name: str, combo: list[str], hydra_node: bool) -> 
         assert isinstance(data, dict)
         data.pop("hydra", None)
         check_keys(data, schema)
-        config = typed(_without_hydra(cfg), schema)
+        config: Any = typed(_without_hydra(cfg), schema)
         check(config)
         if config_name == "sweep":  # collectives, dtypes, sizes: the plan's own checks
             from gpulane.collectives.plan import build_plan
