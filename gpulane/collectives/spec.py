@@ -9,7 +9,6 @@ more entry in :data:`COLLECTIVES` and one line in each backend's call table.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -65,9 +64,7 @@ def dtype(name: str) -> DType:
     key = str(name).strip().lower()
     key = DTYPE_ALIASES.get(key, key)
     if key not in DTYPES:
-        near = difflib.get_close_matches(key, [*DTYPES, *DTYPE_ALIASES], n=1)
-        hint = f"did you mean {near[0]}? " if near else ""
-        raise InputError(f"dtype: unknown type {name!r}; {hint}choose one of {', '.join(DTYPES)}")
+        raise InputError(f"dtype: unknown type {name!r}; choose one of {', '.join(DTYPES)}")
     return DTYPES[key]
 
 
@@ -298,10 +295,8 @@ def collective(name: str) -> CollectiveSpec:
     key = key.removesuffix("_perf")
     key = COLLECTIVE_ALIASES.get(key, key)
     if key not in COLLECTIVES:
-        near = difflib.get_close_matches(key, [*COLLECTIVES, *COLLECTIVE_ALIASES], n=1)
-        hint = f"did you mean {near[0]}? " if near else ""
         raise InputError(
-            f"collective: unknown collective {name!r}; {hint}choose from {', '.join(COLLECTIVES)}"
+            f"collective: unknown collective {name!r}; choose from {', '.join(COLLECTIVES)}"
         )
     return COLLECTIVES[key]
 

@@ -152,7 +152,12 @@ def nccl_ignored_by(cfg: Any, device: str) -> str | None:
 def check_nccl_env(cfg: Any, device: str) -> None:
     """+env.NCCL_*=... on a run that does not use NCCL is refused, as a preset is: the
     run would carry a setting that changed nothing."""
-    names = sorted(k for k in (getattr(cfg, "env", None) or {}) if str(k).startswith("NCCL_"))
+    # NCCL_DEBUG* only makes NCCL say what it did: no setting of the measurement
+    names = sorted(
+        k
+        for k in (getattr(cfg, "env", None) or {})
+        if str(k).startswith("NCCL_") and not str(k).startswith("NCCL_DEBUG")
+    )
     ignores = nccl_ignored_by(cfg, device) if names else None
     if ignores:
         raise InputError(

@@ -100,7 +100,7 @@ def test_without_tokens_rows_advise_names_the_runs_that_would_calibrate(
     for tp in (1, 2):
         assert (
             f"gpulane tokens model=llama3-70b layers=8 tp={tp} pp=1 batch=1,32 input_len=2048 "
-            "output_len=16 warmup=1 iters=2 comm_off=true build=nvlink"
+            "output_len=16 warmup=1 iters=2 comm_off=true engine=gpulane build=nvlink"
         ) in text
     assert "8 of 80 layers of llama3-70b at TP=1 and TP=2" in text and "measure=true" in text
 

@@ -37,7 +37,7 @@ def test_unknown_format(capsys: pytest.CaptureFixture[str]) -> None:
     status, _, err = run_parse(capsys, "iperf", "x.txt")
     assert status == 2
     assert err == "gpulane: error: parse: unknown format 'iperf'; formats: nccl-tests, " \
-        "bandwidthtest, p2p, nvbandwidth, vllm\n"  # fmt: skip
+        "bandwidthtest, p2p, nvbandwidth, vllm, sglang\n"  # fmt: skip
 
 
 @pytest.mark.parametrize("name", sorted(FILES))

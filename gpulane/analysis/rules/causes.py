@@ -39,6 +39,8 @@ def gpu_causes(
                 words = c.message.split(": ", 1)[-1]
                 out.setdefault((host, gpu), []).append(f"another process used {gpu}: {words}")
     for f in findings or []:
+        if not isinstance(f, dict):  # a rule set's own findings list of words: no cause
+            continue
         if str(f.get("check")) not in SLOWING or str(f.get("severity")) not in ("error", "warning"):
             continue
         seen = _GPU.search(str(f.get("subject") or ""))

@@ -36,8 +36,9 @@ _ST_TABLE, _ST_FOOTER, _ST_CONCLUDED = 5, 6, 7
 _NUMBER_START_RE = re.compile(r"^\s*[-+]?\d")
 _TOKEN_RE = re.compile(r"\S+")
 # A launcher's tag before each line: ``mpirun --tag-output`` writes ``[1,0]<stdout>:``,
-# ``srun -l`` writes ``0: ``. Neither can start a table row, header or NCCL line.
-_LAUNCHER_TAG_RE = re.compile(r"^(?:\[\d+,\d+\]<(?:stdout|stderr)>:|\s*\d+: )")
+# ``srun -l`` writes ``0: `` (stripped where a table line or header follows it: a host named
+# by a number, ``10: Test NCCL failure``, keeps its name).
+_LAUNCHER_TAG_RE = re.compile(r"^(?:\[\d+,\d+\]<(?:stdout|stderr)>:|\s*\d+: (?=[#\s]))")
 
 
 def strip_launcher_tag(line: str) -> str:

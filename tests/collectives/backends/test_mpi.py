@@ -61,7 +61,9 @@ def sweep(tmp_path: Path, *args: str, timeout: float = 240) -> subprocess.Comple
 def rows(tmp_path: Path) -> list[dict[str, Any]]:
     files = list(tmp_path.glob("*/rows.jsonl"))
     assert len(files) == 1, files
-    return [json.loads(line) for line in files[0].read_text().splitlines() if line.strip()]
+    from gpulane.record import read_rows  # joined with the run's facts (facts.jsonl)
+
+    return [r.to_dict() for r in read_rows(files[0])]
 
 
 def check_rows(out: list[dict[str, Any]], ops: set[str], dtypes: set[str], world: int) -> None:

@@ -20,7 +20,9 @@ from gpulane.errors import ParseError
 from gpulane.record import Row
 from tests.collectives.nccl_tests.common import FIXTURES
 
-TAGGED = FIXTURES / "public" / "nccl-tests" / "nccl_ebpf_2x5090_all_reduce_mpirun_tag_output.txt"
+TAGGED = (
+    FIXTURES / "public" / "nccl-tests-tagged" / "nccl_ebpf_2x5090_all_reduce_mpirun_tag_output.txt"
+)
 MPI_TAG = re.compile(r"^\[\d+,\d+\]<std(?:out|err)>:", re.M)
 
 
