@@ -4,6 +4,8 @@ benchmark at the run's shapes, and read what that benchmark wrote as gpulane row
 
 from __future__ import annotations
 
+import importlib.metadata
+import importlib.util
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Protocol
@@ -30,3 +32,13 @@ class ServingEngine(Protocol):
 
     def rows(self, path: Path, meta: Meta) -> Iterator[Row]:
         """The rows of one result file its benchmark wrote."""
+
+
+def installed_version(package: str) -> str | None:
+    """A package's version where it can be imported, without importing it; None where not."""
+    if importlib.util.find_spec(package) is None:
+        return None
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown version"

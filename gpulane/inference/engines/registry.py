@@ -9,8 +9,6 @@ on CPUs, and for the compute-only step (``comm_off``) that only it can give.
 
 from __future__ import annotations
 
-import importlib.metadata
-import importlib.util
 from dataclasses import dataclass
 
 from gpulane.config.commands import TokensConfig
@@ -21,16 +19,6 @@ from gpulane.inference.engines.vllm_engine import VllmEngine
 
 HOME = "gpulane"
 ENGINES: dict[str, ServingEngine] = {e.name: e for e in (VllmEngine(), SglangEngine())}
-
-
-def installed_version(package: str) -> str | None:
-    """A package's version where it can be imported, without importing it."""
-    if importlib.util.find_spec(package) is None:
-        return None
-    try:
-        return importlib.metadata.version(package)
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown version"
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,6 @@ beside its printout in the run directory."""
 
 from __future__ import annotations
 
-import importlib.metadata
-import importlib.util
 import os
 import subprocess
 import sys
@@ -18,6 +16,7 @@ from pathlib import Path
 from gpulane.config.commands import TokensConfig
 from gpulane.errors import InputError, ParseError, RunFailed
 from gpulane.inference.batching import configs
+from gpulane.inference.engines.base import installed_version
 from gpulane.inference.engines.sglang_import import read_sglang
 from gpulane.inference.vllm_import import Meta
 from gpulane.record import Row, RowWriter
@@ -53,12 +52,7 @@ class SglangEngine:
     install_hint = "pip install 'sglang[all]' (or engine=gpulane for gpulane's own decoder)"
 
     def installed(self) -> str | None:
-        if importlib.util.find_spec("sglang") is None:
-            return None
-        try:
-            return importlib.metadata.version("sglang")
-        except importlib.metadata.PackageNotFoundError:
-            return "unknown version"
+        return installed_version("sglang")
 
     def model_path(self, cfg: TokensConfig) -> str | None:
         return str(cfg.sglang.model_path) if cfg.sglang.model_path else None

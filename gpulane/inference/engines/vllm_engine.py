@@ -4,13 +4,12 @@
 
 from __future__ import annotations
 
-import importlib.metadata
-import importlib.util
 import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from gpulane.config.commands import TokensConfig
+from gpulane.inference.engines.base import installed_version
 from gpulane.inference.vllm_bench import run_vllm
 from gpulane.inference.vllm_import import Meta, read_vllm
 from gpulane.record import Row
@@ -21,12 +20,10 @@ class VllmEngine:
     install_hint = "pip install vllm (or engine=gpulane for gpulane's own decoder)"
 
     def installed(self) -> str | None:
-        if importlib.util.find_spec("vllm") is None:
+        found = installed_version("vllm")
+        if found is None:
             return "on PATH" if shutil.which("vllm") else None
-        try:
-            return importlib.metadata.version("vllm")
-        except importlib.metadata.PackageNotFoundError:
-            return "unknown version"
+        return found
 
     def model_path(self, cfg: TokensConfig) -> str | None:
         return str(cfg.vllm.model_path) if cfg.vllm.model_path else None
