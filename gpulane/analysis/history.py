@@ -83,7 +83,7 @@ def _files(root: Path) -> tuple[list[str], list[Path]]:
 def load_runs(root: str | os.PathLike[str]) -> pd.DataFrame:
     """One record per run and figure (see the module's docstring)."""
     try:
-        import duckdb  # type: ignore[import-not-found]
+        import duckdb
     except ImportError as err:
         raise MissingComponent(
             "gpulane history needs DuckDB: pip install 'gpulane[monitor]' (or duckdb)"

@@ -20,7 +20,7 @@ def history_plot(all_series: list[Series], limit: int = 12) -> Plot:
         (line,) = ax.plot(when, s.runs["value"], marker="o", ms=3, label=s.label())
         if s.regression is not None:
             at = when.iloc[s.regression].to_pydatetime()
-            ax.axvline(at, color=line.get_color(), ls="--", lw=1)  # type: ignore[arg-type]
+            ax.axvline(at, color=line.get_color(), ls="--", lw=1)
     units = sorted({UNIT.get(s.metric, "") for s in shown})
     ax.set_ylabel(" / ".join(u for u in units if u))
     ax.set_title("each figure over time (dashed: the first regressed run)")

@@ -380,7 +380,7 @@ class ResultStore:
     def sql(self, query: str) -> pd.DataFrame:
         """Run SQL over the rows as table ``rows`` (needs the optional ``duckdb``)."""
         try:
-            import duckdb  # type: ignore[import-not-found]
+            import duckdb
         except ImportError as err:
             from gpulane.errors import MissingComponent
 

@@ -113,7 +113,7 @@ def tokens_plots(
                     _points(ax, mine, "comm_share", series, colour_of, batches, split_style, 100.0)
                     ax.set_ylim(0, 100)
                     ax.set_title(f"{phase}: comm share of a step (%)")
-            title = "Token rates: " + _shape_title(key)  # type: ignore[arg-type]
+            title = "Token rates: " + _shape_title(key)
             fig.suptitle(title)
             handles = [
                 style.line_handle(colour_of.get(str(n), style.GREY), str(n), "-", None)
@@ -127,7 +127,7 @@ def tokens_plots(
             style.legend_below(fig, handles, ncols=5)
             out.append(
                 style.Plot(
-                    name=style.slug("tokens " + _shape_title(key)),  # type: ignore[arg-type]
+                    name=style.slug("tokens " + _shape_title(key)),
                     title=title,
                     alt=f"{title}: tokens/s and comm share per batch, per split and {series}",
                     figure=fig,

@@ -30,8 +30,8 @@ def line_rate_for(given_gbps: float | None, trace: Trace) -> tuple[float | None,
 def probe_line_rate(device: int = 0) -> tuple[float | None, str | None]:
     """Host<->GPU line rate (GB/s per direction) of this machine's GPU, if it can be probed."""
     try:
-        from gpulane.topology.bandwidth import expected_host_gbps  # type: ignore[import-not-found]
-        from gpulane.topology.live import probe_topology  # type: ignore[import-not-found]
+        from gpulane.topology.bandwidth import expected_host_gbps
+        from gpulane.topology.live import probe_topology
     except ImportError:
         return None, None
     try:
