@@ -60,7 +60,7 @@ def _usage() -> str:
 
 def _load(target: str) -> Callable[[list[str]], int]:
     module, func = target.split(":")
-    return getattr(importlib.import_module(module), func)  # type: ignore[no-any-return]
+    return getattr(importlib.import_module(module), func)
 
 
 def _broken_pipe_as_error() -> None:

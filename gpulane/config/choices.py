@@ -64,7 +64,7 @@ def choices(schema: type) -> dict[str, tuple[str, ...]]:
     """Field name -> the words it takes, for the choice fields of a dataclass."""
     hints = typing.get_type_hints(schema, include_extras=True)
     out = {}
-    for f in dataclasses.fields(schema):  # type: ignore[arg-type]
+    for f in dataclasses.fields(schema):
         found = words_of(hints.get(f.name))
         if found is not None:
             out[f.name] = found

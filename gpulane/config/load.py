@@ -56,7 +56,7 @@ def unknown_key(key: str, known: list[str], where: str = "") -> InputError:
 
 
 def _field_names(schema: type) -> set[str]:
-    return {f.name for f in dataclasses.fields(schema)}  # type: ignore[arg-type]
+    return {f.name for f in dataclasses.fields(schema)}
 
 
 def check_keys(data: Any, schema: type, where: str = "") -> None:

@@ -124,7 +124,7 @@ def union_fields(schema: type) -> dict[str, Any]:
     """Field name -> declared union, for the fields OmegaConf does not check."""
     hints = typing.get_type_hints(schema, include_extras=True)
     out = {}
-    for f in dataclasses.fields(schema):  # type: ignore[arg-type]
+    for f in dataclasses.fields(schema):
         hint = hints.get(f.name)
         if hint is not None and typing.get_origin(hint) is Annotated and hint.__origin__ is Any:
             out[f.name] = declared(hint)
