@@ -40,7 +40,7 @@ def backend_class(name: str) -> type[Backend] | None:
     if name not in BACKENDS:
         return None
     module, cls = BACKENDS[name].split(":")
-    return getattr(importlib.import_module(module), cls)  # type: ignore[no-any-return]
+    return getattr(importlib.import_module(module), cls)
 
 
 def make_backend(cfg: SweepConfig, ctx: RankContext) -> Backend:

@@ -284,7 +284,7 @@ def python_loop(
     (its arguments stored, nothing looked up when called); several make one group."""
     bound = [functools.partial(fn, *args, comm, stream) for fn, args in calls]
     if len(bound) == 1:
-        return bound[0]  # type: ignore[return-value]
+        return bound[0]
     start, end = group
 
     def grouped() -> None:
