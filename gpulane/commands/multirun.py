@@ -28,7 +28,7 @@ from gpulane.session.packing import finish_packing, start_packing
 BASIC_LAUNCHER = "hydra._internal.core_plugins.basic_launcher.BasicLauncher"
 
 
-class SlurmArrayCallback(Callback):  # type: ignore[misc]
+class SlurmArrayCallback(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         if not str(config.hydra.launcher.get("_target_", "")).endswith("SlurmLauncher"):
             return
@@ -63,7 +63,7 @@ class SlurmArrayCallback(Callback):  # type: ignore[misc]
 COMPARE_PAGE = "compare.html"
 
 
-class CompareCallback(Callback):  # type: ignore[misc]
+class CompareCallback(Callback):
     """The compare table and page of the runs a multirun made (run directories that
     appeared under ``results_dir`` while it ran)."""
 
