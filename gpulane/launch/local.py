@@ -175,8 +175,8 @@ class LocalLauncher(Launcher):
             # The cause, not the ranks that fail because it is gone: a rank killed by a
             # signal before one that raised, one that raised on its own before one whose
             # last words are a lost peer.
-            r = min(failed, key=lambda k: (failed[k] >= 0, self._peer_symptom(k), k))  # type: ignore[operator]
-            self.first_failure = (r, failed[r])  # type: ignore[assignment]
+            r = min(failed, key=lambda k: (failed[k] >= 0, self._peer_symptom(k), k))
+            self.first_failure = (r, failed[r])
         if self.first_failure is not None:
             alive = [r for r, c in codes.items() if c is None]
             # A rank that is stopped (not dead) makes its peers fail on their own timeout:

@@ -31,7 +31,7 @@ def command(job: str, run_dir: str | Path) -> list[str]:
 
 def load_job(target: str) -> Callable[[Any, RankContext], None]:
     module, func = target.split(":")
-    return getattr(importlib.import_module(module), func)  # type: ignore[no-any-return]
+    return getattr(importlib.import_module(module), func)
 
 
 def config_type(fn: Callable[..., Any]) -> type | None:

@@ -28,7 +28,7 @@ class SlurmSettings(SlurmLauncherConfig):
     :class:`SlurmLauncherConfig`'s (defined once there); here ``tasks_per_node`` is the
     ranks per node it comes to, and ``srun_args`` hold the container's and MPI's too."""
 
-    tasks_per_node: int = 1  # type: ignore[assignment]
+    tasks_per_node: int = 1
     """Internal: ranks per node, worked out"""
 
     @property
