@@ -68,7 +68,7 @@ def localize_command(cfg: Any, group: Path, build: str, op: str, gpus: int) -> l
     return [
         sys.executable,
         "-m",
-        "gpulane.cli",
+        "gpulane",
         "sweep",
         f"results_dir={group / 'localize'}",
         f"build={build}",

@@ -76,7 +76,7 @@ def gpu_count() -> int:
 
 
 def _gpulane() -> list[str]:
-    return [sys.executable, "-m", "gpulane.cli"]
+    return [sys.executable, "-m", "gpulane"]
 
 
 def _want(value: Any, gpus: int) -> bool:

@@ -72,7 +72,7 @@ def _capture_topology(run_dir: Path, host: str) -> subprocess.Popen[bytes] | Non
     try:
         with open(d / f"{host}.json", "wb") as out, open(d / f"{host}.err", "wb") as err:
             return subprocess.Popen(
-                [sys.executable, "-m", "gpulane.cli", "topo", "--json"],
+                [sys.executable, "-m", "gpulane", "topo", "--json"],
                 stdout=out,
                 stderr=err,
                 stdin=subprocess.DEVNULL,

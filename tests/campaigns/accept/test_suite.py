@@ -49,3 +49,16 @@ def test_only_a_read_only_probe_runs_beside_the_sweep(tmp_path: Path) -> None:
     # no sweep: nothing to run beside
     alone = suite_steps(_cfg(sweep=False), tmp_path, "b", 4)
     assert [s.name for s in alone] == ["topo", "copy"] and beside_sweep(alone) == []
+
+
+def test_the_suite_sweep_prints_no_runtime_warning(tmp_path: Path) -> None:
+    """The suite's sweep, as accept starts it (2 CPU ranks, tiny sizes): its ranks' start
+    says nothing of runpy. Started as ``-m gpulane.cli``, each forked rank re-ran the
+    preloaded ``gpulane.cli`` as ``__mp_main__`` and printed runpy's RuntimeWarning."""
+    import subprocess
+
+    sweep = next(s for s in suite_steps(_cfg(), tmp_path, "b", 0) if s.name == "sweep")
+    cmd = [*sweep.command, "sizes.min=4K", "sizes.max=4K", "iters=2", "warmup=1"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=240, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "RuntimeWarning" not in done.stderr + done.stdout
