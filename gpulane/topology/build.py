@@ -213,8 +213,10 @@ def build(inp: Inputs) -> Topology:
         names = m.names
         for i, a in enumerate(names):
             for b in names[i + 1 :]:
-                label = m.labels[(a, b)]
-                orig = m.original[(a, b)]
+                label = m.labels.get((a, b))
+                if label is None:  # NVML could not tell this pair's path: no pair, not a guess
+                    continue
+                orig = m.original.get((a, b), label)
                 topo.pairs.append(
                     Pair(
                         a=a,

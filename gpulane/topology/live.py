@@ -240,6 +240,9 @@ def run_all(commands: list[list[str]]) -> dict[tuple[str, ...], tuple[str | None
         return {key: f.result() for key, f in futures.items()}
 
 
+Ran = dict[tuple[str, ...], tuple[str | None, str | None]]
+
+
 def probe_topology(under_load: bool = False, sys_root: str = "/sys") -> Topology:
     """Probe this machine. Never raises for a missing GPU, driver or tool."""
     inp = Inputs()
@@ -255,168 +258,188 @@ def probe_topology(under_load: bool = False, sys_root: str = "/sys") -> Topology
         ran_future = pool.submit(run_all, commands)
         probe, why = _open_nvml()
         ran = ran_future.result()
-
-    def result(argv: list[str]) -> tuple[str | None, str | None]:
-        return ran[tuple(argv)]
-
     try:
-        # nvidia-smi: the labels exactly as it prints them, NICs included.
         if smi:
-            text, err = result([smi, "topo", "-m"])
-            if text is not None:
-                try:
-                    inp.matrix = parse_topo_matrix(text, "nvidia-smi topo -m")
-                    inp.sources["topo"] = "nvidia-smi topo -m"
-                except GpulaneError as e:
-                    inp.notes.append(f"could not read `nvidia-smi topo -m`: {e}")
-            else:
-                inp.missing.append(f"nvidia-smi topo -m: {err}; NIC paths unknown")
-            for letter, mode in MODES.items():
-                text, err = result([smi, "topo", "-p2p", letter])
-                if text is None:
-                    continue
-                try:
-                    inp.p2p.append(parse_p2p(text, f"nvidia-smi topo -p2p {letter}", mode))
-                except GpulaneError as e:
-                    inp.notes.append(f"could not read `nvidia-smi topo -p2p {letter}`: {e}")
-            if inp.p2p:
-                inp.sources["p2p"] = "nvidia-smi topo -p2p " + ",".join(MODES)
-            text, err = result([smi, "nvlink", "-s"])
-            if text is not None and text.strip():
-                try:
-                    inp.nvlink = parse_nvlink_status(text, "nvidia-smi nvlink -s")
-                    inp.sources["nvlink"] = "nvidia-smi nvlink -s"
-                except GpulaneError:
-                    pass
+            _read_smi(inp, smi, ran)
         else:
             inp.missing.append(
                 "nvidia-smi: not found; GPU-NIC paths and the P2P status matrix unknown"
             )
-
-        sysfs: dict[str, SysfsDevice] = {}
-        if probe is not None:
-            inp.sources["gpus"] = "NVML"
-            for i in range(probe.count):
-                dev = read_device(probe.bus_ids[i], sys_root)
-                if dev is not None:
-                    sysfs[dev.bus_id] = dev
-            nvml_matrix = _nvml_matrix(probe, sysfs)
-            if inp.matrix is None:
-                inp.matrix = nvml_matrix
-                inp.sources["topo"] = "NVML"
-                inp.missing.append("GPU-NIC paths: nvidia-smi topo -m not available")
-            else:
-                for (a, b), lab in sorted(nvml_matrix.labels.items()):
-                    smi_lab = inp.matrix.labels.get((a, b))
-                    if a < b and smi_lab is not None and smi_lab != lab:
-                        inp.notes.append(
-                            f"{a}-{b}: nvidia-smi says {smi_lab}, NVML says {lab} "
-                            "(nvidia-smi's label is used)"
-                        )
-            inp.smi = SmiQuery(
-                source="NVML",
-                driver=None,
-                cuda=None,
-                gpus=[
-                    SmiGpu(
-                        index=i, bus_id=probe.bus_ids[i], model=probe.name(i), pcie=probe.pcie(i)
-                    )
-                    for i in range(probe.count)
-                ],
-            )
-            nvl = [
-                NvlinkGpu(i, probe.name(i) or "", probe.nvlink_speeds(i))
-                for i in range(probe.count)
-            ]
-            if any(g.links for g in nvl):
-                if inp.nvlink is None:
-                    inp.nvlink = nvl
-                    inp.sources["nvlink"] = "NVML"
-                else:
-                    # Keep nvidia-smi's per-link speeds but fill gaps from NVML.
-                    for g in inp.nvlink:
-                        if g.index < len(nvl):
-                            for k, v in nvl[g.index].links.items():
-                                g.links.setdefault(k, v)
-        else:
-            inp.missing.append(
-                f"NVML: {why}; GPU bus ids, PCIe links and NVLink state from NVML unknown"
-            )
-
+        sysfs = _read_nvml(inp, probe, why, sys_root)
         if lspci:
-            text, err = result([lspci, "-D", "-vvv"])
-            if text is not None:
-                try:
-                    inp.lspci = parse_lspci_verbose(text, "lspci -D -vvv")
-                    inp.sources["lspci"] = "lspci -D -vvv"
-                    if not any(d.cap_width for d in inp.lspci):
-                        inp.missing.append(
-                            f"lspci link capabilities: not readable ({not_readable_why()}); "
-                            "bridge link widths from sysfs only"
-                        )
-                except GpulaneError as e:
-                    inp.notes.append(f"could not read `lspci -vvv`: {e}")
-            text, err = result([lspci, "-tv"])
-            if text is not None:
-                try:
-                    inp.trees.append(parse_lspci_tree(text, "lspci -tv"))
-                    inp.sources["lspci_tree"] = "lspci -tv"
-                except GpulaneError as e:
-                    inp.notes.append(f"could not read `lspci -tv`: {e}")
+            _read_lspci(inp, lspci, ran)
         else:
             inp.missing.append(
                 "lspci: not found (install pciutils); the PCIe tree from lspci unknown"
             )
-
-        # sysfs: every GPU's link and the bridges above it.
-        if os.path.isdir(os.path.join(sys_root, "bus", "pci", "devices")):
-            inp.sources["sysfs"] = f"{sys_root}/bus/pci/devices"
-            sysfs_all = dict(sysfs)
-            bus_ids = list(probe.bus_ids) if probe is not None else []
-            for b in bus_ids:
-                dev = sysfs_all.get(b) or read_device(b, sys_root)
-                if dev is None:
-                    continue
-                sysfs_all[dev.bus_id] = dev
-                for link in upstream_links(b, sys_root):
-                    if link.bus_id is not None and link.bus_id not in sysfs_all:
-                        sysfs_all[link.bus_id] = SysfsDevice(bus_id=link.bus_id, link=link)
-            if probe is None:
-                from gpulane.topology.sysfs import list_devices
-
-                for b in list_devices(sys_root):
-                    dev = read_device(b, sys_root)
-                    if dev is not None and dev.is_nvidia_gpu:
-                        sysfs_all[dev.bus_id] = dev
-                        for link in upstream_links(b, sys_root):
-                            if link.bus_id is not None:
-                                sysfs_all.setdefault(
-                                    link.bus_id, SysfsDevice(bus_id=link.bus_id, link=link)
-                                )
-            inp.sysfs = sysfs_all
-        else:
-            inp.missing.append("sysfs: /sys/bus/pci not present; links above the GPUs unknown")
-
+        _read_sysfs(inp, probe, sysfs, sys_root)
         topo = build(inp)
-        if not topo.gpus:
-            topo.missing.insert(0, "no NVIDIA GPU found on this machine")
-        if under_load and probe is not None and topo.gpus:
-            _load_check(probe, topo)
-        elif topo.gpus and any(
-            g.pcie is not None
-            and g.pcie.gen is not None
-            and g.pcie.gen_max is not None
-            and g.pcie.gen < g.pcie.gen_max
-            for g in topo.gpus
-        ):
-            topo.warnings.append(
-                "some GPU links run below their top speed at idle; `gpulane topo --under-load` "
-                "reads them during a short copy burst"
-            )
+        _judge_links(topo, probe, under_load)
         return topo
     finally:
         if probe is not None:
             probe.close()
+
+
+def _read_smi(inp: Inputs, smi: str, ran: Ran) -> None:
+    """nvidia-smi: the labels exactly as it prints them, NICs included."""
+    text, err = ran[(smi, "topo", "-m")]
+    if text is not None:
+        try:
+            inp.matrix = parse_topo_matrix(text, "nvidia-smi topo -m")
+            inp.sources["topo"] = "nvidia-smi topo -m"
+        except GpulaneError as e:
+            inp.notes.append(f"could not read `nvidia-smi topo -m`: {e}")
+    else:
+        inp.missing.append(f"nvidia-smi topo -m: {err}; NIC paths unknown")
+    for letter, mode in MODES.items():
+        text, _ = ran[(smi, "topo", "-p2p", letter)]
+        if text is None:
+            continue
+        try:
+            inp.p2p.append(parse_p2p(text, f"nvidia-smi topo -p2p {letter}", mode))
+        except GpulaneError as e:
+            inp.notes.append(f"could not read `nvidia-smi topo -p2p {letter}`: {e}")
+    if inp.p2p:
+        inp.sources["p2p"] = "nvidia-smi topo -p2p " + ",".join(MODES)
+    text, _ = ran[(smi, "nvlink", "-s")]
+    if text is not None and text.strip():
+        try:
+            inp.nvlink = parse_nvlink_status(text, "nvidia-smi nvlink -s")
+            inp.sources["nvlink"] = "nvidia-smi nvlink -s"
+        except GpulaneError:
+            pass
+
+
+def _read_nvml(
+    inp: Inputs, probe: NvmlProbe | None, why: str | None, sys_root: str
+) -> dict[str, SysfsDevice]:
+    """NVML's GPUs, links and pair labels into ``inp``; the GPUs' sysfs entries read."""
+    sysfs: dict[str, SysfsDevice] = {}
+    if probe is None:
+        inp.missing.append(
+            f"NVML: {why}; GPU bus ids, PCIe links and NVLink state from NVML unknown"
+        )
+        return sysfs
+    inp.sources["gpus"] = "NVML"
+    for i in range(probe.count):
+        dev = read_device(probe.bus_ids[i], sys_root)
+        if dev is not None:
+            sysfs[dev.bus_id] = dev
+    nvml_matrix = _nvml_matrix(probe, sysfs)
+    if inp.matrix is None:
+        inp.matrix = nvml_matrix
+        inp.sources["topo"] = "NVML"
+        inp.missing.append("GPU-NIC paths: nvidia-smi topo -m not available")
+    else:
+        for (a, b), lab in sorted(nvml_matrix.labels.items()):
+            smi_lab = inp.matrix.labels.get((a, b))
+            if a < b and smi_lab is not None and smi_lab != lab:
+                inp.notes.append(
+                    f"{a}-{b}: nvidia-smi says {smi_lab}, NVML says {lab} "
+                    "(nvidia-smi's label is used)"
+                )
+    inp.smi = SmiQuery(
+        source="NVML",
+        driver=None,
+        cuda=None,
+        gpus=[
+            SmiGpu(index=i, bus_id=probe.bus_ids[i], model=probe.name(i), pcie=probe.pcie(i))
+            for i in range(probe.count)
+        ],
+    )
+    _nvml_nvlinks(inp, probe)
+    return sysfs
+
+
+def _nvml_nvlinks(inp: Inputs, probe: NvmlProbe) -> None:
+    nvl = [NvlinkGpu(i, probe.name(i) or "", probe.nvlink_speeds(i)) for i in range(probe.count)]
+    if not any(g.links for g in nvl):
+        return
+    if inp.nvlink is None:
+        inp.nvlink = nvl
+        inp.sources["nvlink"] = "NVML"
+        return
+    # Keep nvidia-smi's per-link speeds but fill gaps from NVML.
+    for g in inp.nvlink:
+        if g.index < len(nvl):
+            for k, v in nvl[g.index].links.items():
+                g.links.setdefault(k, v)
+
+
+def _read_lspci(inp: Inputs, lspci: str, ran: Ran) -> None:
+    text, _ = ran[(lspci, "-D", "-vvv")]
+    if text is not None:
+        try:
+            inp.lspci = parse_lspci_verbose(text, "lspci -D -vvv")
+            inp.sources["lspci"] = "lspci -D -vvv"
+            if not any(d.cap_width for d in inp.lspci):
+                inp.missing.append(
+                    f"lspci link capabilities: not readable ({not_readable_why()}); "
+                    "bridge link widths from sysfs only"
+                )
+        except GpulaneError as e:
+            inp.notes.append(f"could not read `lspci -vvv`: {e}")
+    text, _ = ran[(lspci, "-tv")]
+    if text is not None:
+        try:
+            inp.trees.append(parse_lspci_tree(text, "lspci -tv"))
+            inp.sources["lspci_tree"] = "lspci -tv"
+        except GpulaneError as e:
+            inp.notes.append(f"could not read `lspci -tv`: {e}")
+
+
+def _with_upstream(found: dict[str, SysfsDevice], bus_id: str, sys_root: str) -> None:
+    """The bridges above ``bus_id`` into ``found`` (what is there already kept)."""
+    for link in upstream_links(bus_id, sys_root):
+        if link.bus_id is not None and link.bus_id not in found:
+            found[link.bus_id] = SysfsDevice(bus_id=link.bus_id, link=link)
+
+
+def _read_sysfs(
+    inp: Inputs, probe: NvmlProbe | None, sysfs: dict[str, SysfsDevice], sys_root: str
+) -> None:
+    """sysfs: every GPU's link and the bridges above it (the GPUs from sysfs itself when
+    NVML gave none)."""
+    if not os.path.isdir(os.path.join(sys_root, "bus", "pci", "devices")):
+        inp.missing.append("sysfs: /sys/bus/pci not present; links above the GPUs unknown")
+        return
+    inp.sources["sysfs"] = f"{sys_root}/bus/pci/devices"
+    sysfs_all = dict(sysfs)
+    for b in list(probe.bus_ids) if probe is not None else []:
+        dev = sysfs_all.get(b) or read_device(b, sys_root)
+        if dev is None:
+            continue
+        sysfs_all[dev.bus_id] = dev
+        _with_upstream(sysfs_all, b, sys_root)
+    if probe is None:
+        from gpulane.topology.sysfs import list_devices
+
+        for b in list_devices(sys_root):
+            dev = read_device(b, sys_root)
+            if dev is not None and dev.is_nvidia_gpu:
+                sysfs_all[dev.bus_id] = dev
+                _with_upstream(sysfs_all, b, sys_root)
+    inp.sysfs = sysfs_all
+
+
+def _judge_links(topo: Topology, probe: NvmlProbe | None, under_load: bool) -> None:
+    """No GPU said first; links read under load, or a note that idle links run slow."""
+    if not topo.gpus:
+        topo.missing.insert(0, "no NVIDIA GPU found on this machine")
+    if under_load and probe is not None and topo.gpus:
+        _load_check(probe, topo)
+    elif topo.gpus and any(
+        g.pcie is not None
+        and g.pcie.gen is not None
+        and g.pcie.gen_max is not None
+        and g.pcie.gen < g.pcie.gen_max
+        for g in topo.gpus
+    ):
+        topo.warnings.append(
+            "some GPU links run below their top speed at idle; `gpulane topo --under-load` "
+            "reads them during a short copy burst"
+        )
 
 
 # --- under load ---------------------------------------------------------------------------
