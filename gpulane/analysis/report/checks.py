@@ -69,7 +69,7 @@ def rules_table(verdict: Verdict) -> str:
                 "basis": c.basis,
                 "value": num(c.value) + (unit if c.value is not None else ""),
                 "threshold": num(c.threshold) + (unit if c.threshold is not None else ""),
-                "by": f"{c.margin * 100:+.1f}%" if c.margin is not None else "-",
+                "by": c.offset_text("-"),
                 "detail": c.message,
                 "rule text": c.description,
             }

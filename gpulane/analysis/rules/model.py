@@ -32,11 +32,26 @@ class Check:
     value: float | None = None
     threshold: float | None = None
     unit: str = ""
-    # (value - threshold) / threshold: negative is a shortfall ("12% below")
+    # how far the check is from failing, signed so that negative is worse whichever way
+    # the rule points: (value - threshold) / threshold for a minimum, its negative for a
+    # maximum. It orders checks (the worst first); tables show ``offset`` instead.
     margin: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def offset(self) -> float | None:
+        """Where the value sits from the threshold beside it, as the "by" column shows
+        it: (value - threshold) / threshold, positive when the value is above. A
+        latency of 1.40 against a maximum of 0.48 reads +192 %, not ``margin``'s -192 %
+        (the sign that says "worse", which read as "below" next to the two figures)."""
+        if self.value is not None and self.threshold:
+            return (self.value - self.threshold) / self.threshold
+        return self.margin
+
+    def offset_text(self, none: str = "") -> str:
+        by = self.offset()
+        return none if by is None else f"{by * 100:+.1f}%"
 
 
 @dataclass

@@ -81,7 +81,7 @@ def verdict_table(verdict: Verdict, all_lines: bool = True) -> pd.DataFrame:
                 "rule": c.rule,
                 "on": c.subject,
                 "basis": c.basis,
-                "by": f"{c.margin * 100:+.1f}%" if c.margin is not None else "",
+                "by": c.offset_text(),
                 "detail": c.message,
             }
         )

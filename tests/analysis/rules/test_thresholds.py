@@ -349,3 +349,24 @@ def test_wrong_rows_are_listed_up_to_five(bad: int, more: str) -> None:
     (c,) = lines(evaluate(frame_from_rows(rows), rule_set()), "no_wrong_results")
     assert c.message.startswith(f"wrong results in {bad} row(s): all_reduce float 8 B (1 wrong)")
     assert c.message.endswith(f"all_reduce float 128 B (1 wrong){more}")
+
+
+@pytest.mark.parametrize(("rule", "fraction", "is_min", "rows_of"), BASELINE_RULES)
+def test_the_by_column_reads_as_the_figures_beside_it(
+    rule: str, fraction: float, is_min: bool, rows_of: RowsOf
+) -> None:
+    """A figure 50 % over its threshold reads "+50.0%" in the tables' "by" column, for a
+    minimum (passes) and a maximum (fails) alike; ``margin`` keeps "negative is worse"
+    for ordering. (The column showed ``margin``: a latency over its maximum read -50 %.)"""
+    from gpulane.analysis.report.checks import rules_table
+    from gpulane.campaigns.accept.output import verdict_table
+
+    threshold = fraction * 200.0
+    baseline = frame_from_rows(rows_of(200.0))
+    v = evaluate(frame_from_rows(rows_of(1.5 * threshold)), rule_set(), None, baseline=baseline)
+    c = one(v, rule, "baseline")
+    assert c.offset_text() == "+50.0%"
+    assert c.margin == pytest.approx(0.5 if is_min else -0.5)
+    assert c.status == (PASS if is_min else FAIL)
+    assert list(verdict_table(Verdict(checks=[c]))["by"]) == ["+50.0%"]
+    assert "+50.0%" in rules_table(Verdict(checks=[c]))
