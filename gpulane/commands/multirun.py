@@ -90,6 +90,7 @@ class CompareCallback(Callback):
 
 def compare_runs(root: Path, before: set[Path], sweep_dir: Path | None) -> None:
     from gpulane.analysis.compare import compare, print_terminal
+    from gpulane.analysis.run_labels import swept_labels
     from gpulane.analysis.store import find_run_dirs, load_frame
     from gpulane.commands.compare import html_page
 
@@ -99,11 +100,11 @@ def compare_runs(root: Path, before: set[Path], sweep_dir: Path | None) -> None:
         return
     frames = [(d, load_frame([d])) for d in made]
     builds = [sorted({str(b) for b in f["build"].dropna()}) for _, f in frames]
-    # the runs' build labels when they tell the runs apart (-m preset=...), else the run
-    # directories' names (-m dtype=float,half: one build)
-    labels = [b[0] if len(b) == 1 else "" for b in builds]
-    if "" in labels or len(set(labels)) < len(labels):
-        labels = [d.name for d, _ in frames]
+    # the runs' build labels when they tell the runs apart (-m preset=...), else what was
+    # swept (-m dtype=float,half: one build; "dtype=half")
+    labels = swept_labels(
+        [d for d, _ in frames], [b[0] if len(b) == 1 else "" for b in builds]
+    )
     sides = [(label, f) for label, (_, f) in zip(labels, frames, strict=True)]
     cmp = compare(sides)
     print(f"# multirun: {len(made)} runs compared, ratios to the first")

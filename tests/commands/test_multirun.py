@@ -41,3 +41,17 @@ def test_one_run_is_nothing_to_compare(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "# multirun: 1 run(s) made, nothing to compare" in proc.stdout
     assert not list(tmp_path.glob("multirun/*/compare.html"))
+
+
+def test_a_multirun_of_one_build_is_labelled_by_what_it_swept(tmp_path: Path) -> None:
+    """``-m sizes.max=...`` makes runs of one build: their columns read the swept values,
+    not the run ids (``20261202-0112…``, cut in the table)."""
+    results = tmp_path / "runs"
+    proc = gpulane(
+        "sweep", "-m", "sizes.max=64,256", "ranks=2", "device=cpu", "sizes.min=8",
+        "iters=2", "warmup=1", "progress=false", f"results_dir={results}",
+        cwd=tmp_path, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
+    tail = proc.stdout[proc.stdout.index("# multirun: 2 runs compared") :]
+    assert "Compare: sizes.max=64 vs sizes.max=256" in tail, tail[:600]
