@@ -24,7 +24,11 @@ FILES = sorted((FIXTURES / "h200x2").glob("nccl-tests-*")) + sorted(
 )
 
 # World sizes the logs do not print (partial device lists), from SOURCES.md.
-KNOWN_WORLD = {"coreweave_gb200_20racks_1440ranks_all_reduce_FRAGMENT.txt": 1440}
+KNOWN_WORLD = {
+    "coreweave_gb200_20racks_1440ranks_all_reduce_FRAGMENT.txt": 1440,
+    # "2-nodes(16 GPUs)" per its source (msccl issue #48); the excerpt has no device list
+    "msccl48_16xA100_alltoall_OLDFMT_blank_redop_EXCERPT.txt": 16,
+}
 # The ELIDED log ("64x H100" per its source) carries neither a device list nor numbers that
 # fit 64 ranks (busbw/algbw = 1.979, i.e. 2(n-1)/n with n near 96): nothing to check against.
 NO_WORLD = {"coreweave_h100_64gpu_sharp_mpijob_ELIDED.txt"}

@@ -224,6 +224,17 @@ class Columns:
         """flat(), once: the layout does not change while a table is read."""
         return self.flat()
 
+    @functools.cached_property
+    def flat_blank_redop(self) -> list[tuple[str, int]] | None:
+        """flat() without the redop column, or None when the header names none.
+
+        nccl-tests 2.10 to 2.13 print an empty redop (``%6s`` of ``""``) for the
+        collectives that reduce nothing (alltoall, broadcast, gather, scatter,
+        hypercube): the header names the column, their lines leave it out."""
+        if "redop" not in self.pre:
+            return None
+        return [c for c in self.flat_cached if c != ("redop", -1)]
+
 
 @dataclass
 class TestRun:
@@ -274,7 +285,17 @@ class TestRun:
 
     @property
     def world_size(self) -> int | None:
-        return self.header.world_size()
+        return self.header.world_size() or self.nccl_world_size()
+
+    def nccl_world_size(self) -> int | None:
+        """The ranks NCCL's INFO lines give the test's communicator (``comm 0x.. rank 0
+        nranks 2 cudaDev 0 ...``), for a log whose header lists no devices; None when
+        they name none, or communicators of different sizes (which one is the test's?)."""
+        reader = self.nccl_reader
+        if reader is None or not reader.nccl_lines:
+            return None
+        sizes = {c.nranks for c in reader.info().communicators if c.nranks}
+        return sizes.pop() if len(sizes) == 1 else None
 
     def measured(self) -> int:
         return sum(len(ln.results) for ln in self.lines)

@@ -250,7 +250,7 @@ def _common(
         "op": run.op or "unknown",
         "host": host,
         "nodes": h.nodes() if nodes is None else nodes,
-        "world_size": h.world_size() or world_size,
+        "world_size": h.world_size() or world_size or run.nccl_world_size(),
         "graph": None if h.graph_launches is None else h.graph_launches > 0,
         "iters": h.iters,
         "path": path,

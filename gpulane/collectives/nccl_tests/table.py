@@ -162,6 +162,17 @@ _NUMERIC_COLS = (
 )
 
 
+def redop_blank(cols: list[tuple[str, int]], line: str) -> bool:
+    """The line leaves the redop column of ``cols`` empty: the token where the redop
+    would stand is no word (a number: the root or the time after it)."""
+    try:
+        at = cols.index(("redop", -1))
+    except ValueError:
+        return False
+    toks = line.split(None, at + 1)
+    return len(toks) > at and _word(toks[at]) is _MISSING
+
+
 def take_whole(cols: list[tuple[str, int]], line: str) -> list[Value] | None:
     """The values of a line that is exactly one table line (the common case, read
     without the positions that :func:`take` needs); None when it is not."""

@@ -21,6 +21,7 @@ from gpulane.collectives.nccl_tests.table import (
     Value,
     measurements,
     parse_columns,
+    redop_blank,
     table_start,
     take,
     take_whole,
@@ -66,6 +67,7 @@ class TextReader:
         self.hint_cmd: str | None = None
         self.pending: TableLine | None = None  # incomplete table line awaiting more tokens
         self.pending_values: list[Value] = []
+        self.pending_cols: list[tuple[str, int]] = []  # the layout the pending line follows
         self.early_errors: list[ErrorEvent] = []
         self.number = 0  # the last line number fed
         self.last_hash = False  # the last line read was a '#' line
@@ -296,6 +298,9 @@ class TextReader:
         cols = run.columns.flat_cached
         if self.pending is None:
             whole = take_whole(cols, line)
+            if whole is None:
+                cols = self._line_cols(line)
+                whole = take_whole(cols, line) if cols is not run.columns.flat_cached else None
             if whole is not None:
                 tl = table_start(whole)
                 tl.line = i
@@ -304,15 +309,17 @@ class TextReader:
         toks = [(m.group(0), m.start(), m.end()) for m in _TOKEN_RE.finditer(line)]
         # A continuation of a line cut by interleaved output?
         if self.pending is not None:
+            pcols = self.pending_cols
             start = len(self.pending_values)
-            taken, rest = take(cols[start:], toks, line)
+            taken, rest = take(pcols[start:], toks, line)
             if taken and not rest.strip():
                 self.pending_values += taken
-                if len(self.pending_values) == len(cols):
+                if len(self.pending_values) == len(pcols):
                     self._emit(self.pending, self.pending_values, complete=True)
                     self.pending = None
                     self.pending_values = []
                 return True
+            cols = self._line_cols(line)
         taken, rest = take(cols, toks, line)
         if len(taken) < 3:  # not even size, count, type: some other message
             return False
@@ -347,7 +354,19 @@ class TextReader:
             return True
         self.pending = tl
         self.pending_values = taken
+        self.pending_cols = cols
         return True
+
+    def _line_cols(self, line: str) -> list[tuple[str, int]]:
+        """The layout a table line follows: the header's, or the header's without the
+        redop column where the line leaves it blank (older nccl-tests)."""
+        run = self.cur
+        assert run is not None and run.columns is not None
+        cols = run.columns.flat_cached
+        blank = run.columns.flat_blank_redop
+        if blank is not None and redop_blank(cols, line):
+            return blank
+        return cols
 
     def _emit(self, tl: TableLine, values: list[Value], complete: bool) -> None:
         """Fill tl.results from the parsed values; add tl to the run once."""
