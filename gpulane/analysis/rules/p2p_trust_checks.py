@@ -2,7 +2,8 @@
 pair staged through host memory (``accept`` passes the results as
 ``evidence={"p2p_trust": {"pairs": [...]}}``, made by ``campaigns.accept.p2p_trust``).
 A pair that hung, failed or ran slower than host staging fails, naming its likely causes;
-on one GPU the check is not applicable (``{"not_applicable": why}``): skipped, never a pass."""
+on one GPU, or where every GPU pair is NVLink, the check is not applicable (accept's
+``{"not_applicable": why}``, or what the rows and topology say): skipped, never a pass."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from gpulane.analysis.rules.model import FAIL, PASS, SKIP, Check, Context
+from gpulane.analysis.rules.required import machine_facts
+from gpulane.topology.paths import nvlink_count
 
 BASIS = "p2p_trust"
 
@@ -26,8 +29,37 @@ def _line(rule_id: str, pair: Mapping[str, Any]) -> Check:
     return Check(rule_id, FAIL, BASIS, subject, message)
 
 
+NOT_MEASURED = (
+    "not measured: no p2p_trust results given (`gpulane accept` on the machine runs each "
+    "GPU pair, or `gpulane doctor --p2p-trust`)"
+)
+
+
+def not_applicable(ctx: Context) -> str | None:
+    """Why no GPU pair here can need the check, when the rows or the topology tell it:
+    one GPU, or every GPU pair joined by NVLink. None when it may apply (or is unknown)."""
+    facts = machine_facts(ctx.frame, ctx.topology)
+    if facts.get("gpu") is False:
+        return "not applicable: no GPU on this machine"
+    if facts.get("multi_gpu") is False:
+        return "not applicable: fewer than two GPUs, no pair to check"
+    if facts.get("pcie_pairs") is False and facts.get("nvlink"):
+        return "not applicable: every GPU pair is NVLink, no PCIe peer-to-peer to trust"
+    if ctx.topology is None and len(ctx.frame) and "path" in ctx.frame.columns:
+        # no topology: the collectives' own path labels, when every one names NVLink
+        coll = ctx.frame[ctx.frame["kind"] == "collective"]["path"].dropna().astype(str)
+        if len(coll) and all(nvlink_count(p) for p in coll):
+            return "not applicable: every collective ran over NVLink (rows' path), no PCIe pair"
+    return None
+
+
 def check_p2p_trust(rule_id: str, rule: Mapping[str, Any], ctx: Context) -> list[Check]:
-    got = ctx.evidence.get("p2p_trust") or {}
+    why = not_applicable(ctx)
+    if why:
+        return [Check(rule_id, SKIP, BASIS, "-", why)]
+    got = ctx.evidence.get("p2p_trust")
+    if got is None:
+        return [Check(rule_id, SKIP, BASIS, "-", NOT_MEASURED)]
     if not isinstance(got, Mapping):
         return [Check(rule_id, SKIP, BASIS, "-", "p2p_trust evidence is not a mapping")]
     if got.get("not_applicable"):
