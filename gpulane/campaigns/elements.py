@@ -6,14 +6,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
 
 from gpulane.collectives.plan import SweepPlan, build_plan
 from gpulane.collectives.table import SweepView
 from gpulane.config.commands import SweepConfig
-from gpulane.launch.base import Launcher, LaunchSpec
+from gpulane.launch.base import Launcher, LaunchPlan, LaunchSpec
 from gpulane.launch.registry import node_launcher
-from gpulane.launch.slurm.settings import element_settings
 from gpulane.rundir import RunDir, rank_env, save_config
 from gpulane.session.run import RunSession, SessionSpec
 from gpulane.session.signals import Terminated, sigterm_as_exception, stop_words
@@ -21,7 +19,7 @@ from gpulane.session.sweep import uses_nccl
 
 JOB = "gpulane.collectives.sweep:run_rank"
 
-__all__ = ["JOB", "Element", "ElementPlan", "element_settings", "new_element"]
+__all__ = ["JOB", "Element", "ElementPlan", "new_element"]
 
 
 @dataclass
@@ -55,13 +53,13 @@ class ElementPlan:
     env: dict[str, str]
     ranks_per_node: int
     device: str
-    slurm: Any | None  # SlurmSettings when launcher=slurm
+    launch: LaunchPlan | None  # the launcher's plan, made once for the whole campaign
     job: str = JOB  # what every rank runs
     sweep: SweepPlan | None = None  # the plan the session worked out (None: from cfg, once)
 
     def launcher(self, nodes: list[str]) -> Launcher:
         """The configured launcher, its ranks on ``nodes`` (from the one registry)."""
-        return node_launcher(self.cfg, self.device, nodes, self.slurm)
+        return node_launcher(self.cfg, self.device, nodes, self.launch)
 
 
 def start_element(plan: ElementPlan, e: Element) -> Element:

@@ -1,7 +1,7 @@
 """A campaign's rounds: jobs that share no node, started side by side, waited for together,
 with the nodes Slurm loses kept track of.
 
-Before each round the campaign asks Slurm which of its nodes are down, drained or not
+Before each round the campaign asks the launcher (Slurm) which of its nodes are down, drained or not
 answering; a job that would need one is skipped (a job pinned to a dead node would wait in
 the queue for ever). A job that ends NODE_FAIL names the node Slurm lost (sinfo's state and
 reason); its rows are kept, and the campaign goes on without that node.
@@ -18,6 +18,7 @@ from gpulane.campaigns.elements import (
     start_element,
     wait_elements,
 )
+from gpulane.launch.registry import entry
 from gpulane.rundir import RunDir
 from gpulane.session.output import Say, stdout
 
@@ -41,12 +42,12 @@ class Campaign:
     say: Say = stdout  # where its lines go
 
     def check_nodes(self, nodes: list[str], when: str) -> None:
-        """Ask Slurm about ``nodes``; those gone are lost from here on (said once)."""
-        if self.plan.slurm is None or not nodes:
+        """Ask the launcher (Slurm: sinfo) about ``nodes``; those gone are lost from here
+        on (said once)."""
+        launch = self.plan.launch
+        if launch is None or not nodes:
             return
-        from gpulane.launch.slurm.diagnose import lost_nodes
-
-        for node, why in lost_nodes(nodes).items():
+        for node, why in entry(launch.launcher).launcher.lost_nodes(launch, nodes).items():
             if node not in self.lost:
                 self.lost[node] = f"{why} {when}"
                 self.say(f"# node {node} is lost: {why}; left out from here on")

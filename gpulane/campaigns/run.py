@@ -1,4 +1,4 @@
-"""A cluster acceptance campaign in one command (``launcher.pattern``):
+"""A cluster acceptance campaign in one command (``campaign.pattern``):
 
 - ``per-node``: one run per node, pinned to it, each the intra-node sweep with
   ``tasks_per_node`` ranks (one per GPU); all start at once and run side by side.
@@ -14,19 +14,21 @@
   it starts from a run over the whole allocation (the ``allocation`` step's, when the
   campaign ran one just before) and measures the halves of one level side by side.
 
-Steps combine with ``+`` (``launcher.pattern=per-node+allocation``): they run in order,
+Steps combine with ``+`` (``campaign.pattern=per-node+allocation``): they run in order,
 each in ``<group>/<step>``, and a node an earlier step named (an outlier alone, or a node
 all of whose pairs are slow) or lost is left out of the later steps, which is said.
 
-The nodes are ``launcher.nodelist`` (a hostlist, ``node[01-04]``) or, on Slurm without
-it, every node of the partition. The command's run directory is the group: each element
+The campaign runs on any launcher that places ranks on named nodes (Slurm, or a plugin's),
+each element a launch of its own. The nodes are ``campaign.nodelist`` (a hostlist,
+``node[01-04]``) or, without it, the launcher's (Slurm: every node of the partition). The command's run directory is the group: each element
 writes its own run directory beneath it (``<group>/<node>``, ``<group>/<a>+<b>``,
 ``<group>/step01-8nodes``). At the end a table shows one line per node (or pair) with its
 figures at the largest size and names the outliers (:mod:`gpulane.campaigns.summary`);
 pairs and ring write the node x node matrix (``fabric.json``, ``fabric.svg``). A node
 Slurm loses mid-run (NODE_FAIL) is named, its job's rows are kept, and the campaign goes
 on without it. The command exits 1 when it names an outlier, a slow or lost node, or when
-an element failed. ``launcher.dry_run=true`` prints the jobs and starts nothing.
+an element failed. ``campaign.dry_run=true`` prints what the launcher would submit for
+each job (for the default pattern, the one launch) and starts nothing.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ import json
 from typing import Any
 
 from gpulane.campaigns import plans
-from gpulane.campaigns.elements import Element, ElementPlan, element_settings
+from gpulane.campaigns.elements import Element, ElementPlan
 from gpulane.campaigns.rounds import Campaign, started
 from gpulane.campaigns.settings import PatternSettings, pattern_settings
 from gpulane.campaigns.summary import (
@@ -46,11 +48,13 @@ from gpulane.campaigns.summary import (
     summarize,
     write_summary,
 )
+from gpulane.config.campaign import campaign_of
 from gpulane.config.commands import SweepConfig
 from gpulane.errors import InputError, RunFailed
+from gpulane.launch.base import LaunchSpec
 from gpulane.rundir import RunDir, make_run_dir
 from gpulane.session.output import Say, stdout
-from gpulane.session.prepare import SweepRun
+from gpulane.session.prepare import SweepRun, launcher_for
 from gpulane.session.signals import Terminated
 
 NEEDS_TWO = ("pairs", "ring", "halving")
@@ -61,13 +65,36 @@ def pair_label(nodes: list[str]) -> str:
 
 
 def run_campaign(sweep: SweepRun, group: RunDir | None = None, say: Say = stdout) -> int:
-    """``launcher.pattern=per-node|pairs|ring|allocation|halving`` (or several joined by
-    ``+``) of the prepared sweep (its Slurm settings, device and plan); each element runs
-    the sweep's job on its ranks."""
-    cfg, s = sweep.cfg, sweep.launcher
-    ps = pattern_settings(cfg, s.pattern, s.partition)
-    plan = ElementPlan(cfg, sweep.env, s.tasks_per_node, sweep.device, s, sweep.job, sweep.plan)
-    return run_pattern(cfg, group or make_run_dir(cfg), plan, s.pattern, ps, s.poll_s, say)
+    """``campaign.pattern=per-node|pairs|ring|allocation|halving`` (or several joined by
+    ``+``) of the prepared sweep (its launcher's plan, device and plan); each element runs
+    the sweep's job on its ranks. ``campaign.dry_run``: what would be submitted."""
+    cfg, lp = sweep.cfg, sweep.launcher
+    camp = campaign_of(cfg)
+    if lp is None:
+        raise InputError(
+            f"campaign.pattern={camp.pattern}: launcher={cfg.launcher.name} does not put "
+            "ranks on other hosts"
+        )
+    group = group or make_run_dir(cfg)
+    if camp.dry_run and camp.pattern == "allocation":
+        return dry_run_one(sweep, group, say)
+    ps = pattern_settings(cfg, lp)
+    plan = ElementPlan(cfg, sweep.env, lp.ranks_per_node, sweep.device, lp, sweep.job, sweep.plan)
+    return run_pattern(cfg, group, plan, camp.pattern, ps, lp.poll_s, say)
+
+
+def dry_run_one(sweep: SweepRun, group: RunDir, say: Say = stdout) -> int:
+    """The default pattern's dry run: the one launch a plain run would start, printed."""
+    spec = LaunchSpec(
+        group.path, sweep.world, {}, float(sweep.cfg.timeout_s), job=sweep.job,
+        run_id=group.run_id,
+    )  # fmt: skip
+    line = launcher_for(sweep).would_start(spec)
+    say(f"# dry run: one launch of {sweep.world} rank(s); nothing submitted")
+    say(f"{group.run_id}: {line}")
+    entry = {"round": 1, "label": group.run_id, "nodes": None, "command": line}
+    (group.path / "plan.json").write_text(json.dumps([entry], indent=1) + "\n")
+    return 0
 
 
 def planned_jobs(pattern: str, nodes: list[str]) -> list[list[list[str]]]:
@@ -76,7 +103,7 @@ def planned_jobs(pattern: str, nodes: list[str]) -> list[list[list[str]]]:
         return [plans.per_node(nodes)]
     if pattern in NEEDS_TWO and len(nodes) < 2:
         raise InputError(
-            f"launcher.pattern={pattern} needs at least 2 nodes; got {len(nodes)} ({', '.join(nodes)})"
+            f"campaign.pattern={pattern} needs at least 2 nodes; got {len(nodes)} ({', '.join(nodes)})"
         )
     if pattern == "pairs":
         return plans.pair_rounds(nodes)
@@ -96,31 +123,36 @@ def job_label(pattern: str, nodes: list[str], index: int = 1) -> str:
 
 
 def dry_run(
-    cfg: SweepConfig, group: RunDir, pattern: str, ps: PatternSettings, s: Any, say: Say = stdout
+    cfg: SweepConfig,
+    group: RunDir,
+    pattern: str,
+    ps: PatternSettings,
+    plan: ElementPlan,
+    say: Say = stdout,
 ) -> int:
-    from gpulane.launch.slurm.settings import executor_parameters, sbatch_options
-
+    """Every job of the pattern as its launcher would start it (its own words: sbatch's
+    options on Slurm), in rounds; nothing is started. ``plan.json`` keeps the same."""
     steps = pattern.split("+")
-    plan: list[dict[str, Any]] = []
-    say(f"# dry run: launcher.pattern={pattern} over {len(ps.nodes)} node(s); nothing submitted")
+    out: list[dict[str, Any]] = []
+    say(f"# dry run: campaign.pattern={pattern} over {len(ps.nodes)} node(s); nothing submitted")
     for step in steps:
         rounds = planned_jobs(step, ps.nodes)
         for i, subsets in enumerate(rounds, 1):
             if len(rounds) > 1:
                 say(f"# {step} round {i} of {len(rounds)}: {len(subsets)} job(s) side by side")
             for nodes in subsets:
-                params = executor_parameters(
-                    element_settings(s, len(nodes)), f"gpulane-{cfg.run_id}"
-                )
-                params["slurm_nodelist"] = ",".join(nodes)
-                opts = sbatch_options(group.path / s.folder, params)
                 label = job_label(step, nodes)
-                say(f"{label}: sbatch {' '.join(opts)}")
-                entry = {"round": i, "label": label, "nodes": nodes, "sbatch": opts}
-                plan.append(entry if len(steps) == 1 else {"step": step, **entry})
+                spec = LaunchSpec(
+                    group.path, len(nodes) * plan.ranks_per_node, {}, float(cfg.timeout_s),
+                    job=plan.job, run_id=f"{group.run_id}.{label}", hosts=list(nodes),
+                )  # fmt: skip
+                line = plan.launcher(nodes).would_start(spec)
+                say(f"{label}: {line}")
+                entry = {"round": i, "label": label, "nodes": nodes, "command": line}
+                out.append(entry if len(steps) == 1 else {"step": step, **entry})
         if step == "halving":
             say("# then halves of a slow set, side by side, as the figures decide")
-    (group.path / "plan.json").write_text(json.dumps(plan, indent=1) + "\n")
+    (group.path / "plan.json").write_text(json.dumps(out, indent=1) + "\n")
     return 0
 
 
@@ -142,15 +174,15 @@ def run_pattern(
     judged = [p for p in steps if p in NEEDS_TWO]
     if judged and plan.sweep is not None and FIGURE_OP not in plan.sweep.collectives:
         raise InputError(
-            f"launcher.pattern={judged[0]} judges nodes by all_reduce: include all_reduce "
+            f"campaign.pattern={judged[0]} judges nodes by all_reduce: include all_reduce "
             "in collectives"
         )
     for step in steps:
         planned_jobs(step, ps.nodes)  # too few nodes: an input error, now
     if ps.dry_run:
-        return dry_run(cfg, run, pattern, ps, plan.slurm, say)
+        return dry_run(cfg, run, pattern, ps, plan, say)
     say(
-        f"# gpulane sweep: launcher.pattern={pattern} over {len(ps.nodes)} node(s) "
+        f"# gpulane sweep: campaign.pattern={pattern} over {len(ps.nodes)} node(s) "
         f"({', '.join(ps.nodes)}), {plan.ranks_per_node} rank(s) per node, group {run.path}",
     )
     camp = Campaign(plan, poll_s, say=say)
@@ -237,7 +269,7 @@ def run_halving(
     """The halving search, each batch of subsets a round of real jobs side by side."""
     steps: list[tuple[Element | None, list[str], float]] = []
     if len(ps.nodes) < 2:
-        raise InputError(f"launcher.pattern=halving needs at least 2 nodes; got {len(ps.nodes)}")
+        raise InputError(f"campaign.pattern=halving needs at least 2 nodes; got {len(ps.nodes)}")
     search = plans.Halving(
         ps.nodes, good=ps.halving_good, tolerance=1 - ps.outlier_fraction, first=first
     )

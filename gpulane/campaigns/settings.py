@@ -1,16 +1,17 @@
-"""A campaign's settings (``launcher.pattern``, ``launcher.nodelist``, the outlier
-fraction, halving's reference, dry run) and the nodes it covers."""
+"""A campaign's settings (``campaign.pattern``, ``campaign.nodelist``, the outlier
+fraction, halving's reference, dry run: :class:`gpulane.config.campaign.CampaignConfig`)
+and the nodes it covers: those named, else the launcher's own (Slurm: the partition's)."""
 
 from __future__ import annotations
 
-import subprocess
 from dataclasses import dataclass
 from typing import Any
 
-from gpulane.config.capabilities import launcher_of
+from gpulane.config.campaign import campaign_of
 from gpulane.config.commands import SweepConfig
-from gpulane.config.launcher import SlurmLauncherConfig
 from gpulane.errors import InputError
+from gpulane.launch.base import LaunchPlan
+from gpulane.launch.registry import entry
 from gpulane.rank import expand_hostlist
 
 
@@ -30,42 +31,24 @@ def _hostlist(value: Any) -> str:
     return ",".join(str(v).strip() for v in value)
 
 
-def partition_nodes(partition: str | None) -> list[str]:
-    """The nodes of ``partition``, or of the default partition (the one sinfo marks
-    with ``*``, where a job without ``--partition`` goes) when None."""
-    cmd = ["sinfo", "-h", "-N", "-o", "%N %P"] + (["-p", partition] if partition else [])
-    try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.SubprocessError) as err:
-        raise InputError(f"launcher.nodelist not given and sinfo failed ({err})") from err
-    if out.returncode != 0:
-        raise InputError(
-            f"launcher.nodelist not given and `{' '.join(cmd)}` failed: "
-            + (out.stderr.strip() or f"exit {out.returncode}")
-        )
-    nodes: list[str] = []
-    for line in out.stdout.splitlines():
-        name, _, part = line.strip().partition(" ")
-        if not name or (partition is None and not part.endswith("*")):
-            continue
-        if name not in nodes:  # a node in several partitions is listed once each
-            nodes.append(name)
-    return nodes
-
-
-def pattern_settings(cfg: SweepConfig, pattern: str, partition: str | None) -> PatternSettings:
-    sec = launcher_of(cfg)
-    assert isinstance(sec, SlurmLauncherConfig)  # campaigns are a Slurm launcher's patterns
-    sec.validate()  # outlier_fraction, halving_good (also checked by the front)
-    fraction, good = sec.outlier_fraction, sec.halving_good
-    text = _hostlist(sec.nodelist)
-    nodes = expand_hostlist(text) if text else partition_nodes(partition)
+def pattern_settings(cfg: SweepConfig, launch: LaunchPlan | None) -> PatternSettings:
+    """The campaign of ``cfg`` checked, its nodes expanded (``launch``: the launcher's
+    plan, which names the nodes when ``campaign.nodelist`` does not)."""
+    camp = campaign_of(cfg)
+    text = _hostlist(camp.nodelist)
+    if text:
+        nodes = expand_hostlist(text)
+    elif launch is not None:
+        nodes = entry(launch.launcher).launcher.campaign_nodes(launch)
+    else:
+        raise InputError(f"campaign.pattern={camp.pattern}: name the nodes (campaign.nodelist)")
     if not nodes:
-        where = f"launcher.nodelist={text}" if text else f"partition {partition or '(default)'}"
-        raise InputError(f"launcher.pattern={pattern}: no nodes in {where}")
+        where = f"campaign.nodelist={text}" if text else f"launcher={launch and launch.launcher}"
+        raise InputError(f"campaign.pattern={camp.pattern}: no nodes in {where}")
+    good = camp.halving_good
     return PatternSettings(
         nodes=list(nodes),
-        outlier_fraction=float(fraction),
+        outlier_fraction=float(camp.outlier_fraction),
         halving_good=float(good) if good is not None else None,
-        dry_run=bool(sec.dry_run),
+        dry_run=bool(camp.dry_run),
     )

@@ -13,6 +13,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gpulane.config.campaign import PATTERNS as PATTERNS  # re-exported: the old place
+from gpulane.config.campaign import campaign_pattern as _campaign_pattern
 from gpulane.config.choices import Bind, Start, check_choices
 from gpulane.config.types import NodeList, SbatchArgs
 from gpulane.errors import InputError
@@ -140,23 +142,9 @@ class ContainerConfig:
         return args + [str(a) for a in self.args]
 
 
-PATTERNS = ("allocation", "per-node", "pairs", "ring", "halving")
-
-
 def campaign_pattern(value: object) -> str:
-    """``launcher.pattern`` checked: one of PATTERNS, or several joined by ``+`` (or given
-    as a list), as ``per-node+allocation``."""
-    if value is None or value == "":
-        return "allocation"
-    parts = [str(v) for v in value] if isinstance(value, (list, tuple)) else str(value).split("+")
-    steps = [p.strip().replace("_", "-") for p in parts if p.strip()]
-    bad = [p for p in steps if p not in PATTERNS]
-    if bad or not steps:
-        raise InputError(
-            f"launcher.pattern: expected one of {', '.join(PATTERNS)} (or several joined by +), "
-            f"got {value!r}"
-        )
-    return "+".join(steps)
+    """``launcher.pattern`` (the old spelling of ``campaign.pattern``) checked."""
+    return _campaign_pattern(value, "launcher.pattern")
 
 
 def optional_whole(value: object, key: str, minimum: int) -> int | None:
@@ -211,18 +199,20 @@ class SlurmLauncherConfig(LauncherConfig):
     """Seconds between job-state queries (sacct)"""
     startup_s: float = 600.0
     """Seconds the tasks wait for each other at the rendezvous"""
+    # The campaign keys' old place: campaign.* (config/campaign.py) reads them from here
+    # when it leaves them at their defaults.
     pattern: str = "allocation"
-    """allocation, per-node, pairs, ring or halving (steps joined by +): a cluster campaign"""
+    """Old spelling of campaign.pattern"""
     nodelist: NodeList = None  # a hostlist string or a list of hosts
-    """The nodes of a pattern, a Slurm hostlist node[01-16]; null: sinfo's for the partition"""
+    """Old spelling of campaign.nodelist"""
     outlier_fraction: float = 0.1
-    """A node (pair) this far below the median of its peers is named; exit 1"""
+    """Old spelling of campaign.outlier_fraction"""
     halving_good: float | None = None
-    """GB/s a healthy set reaches (pattern=halving); null: the best half is the reference"""
+    """Old spelling of campaign.halving_good"""
     dry_run: bool = False
-    """Print the pattern's jobs (#SBATCH options), submit nothing"""
+    """Old spelling of campaign.dry_run"""
     pack: bool = False
-    """Under -m: run every combination in one job instead of one array element each"""
+    """Old spelling of campaign.pack"""
 
     @property
     def remote_world(self) -> bool:

@@ -64,10 +64,84 @@ class LaunchResult:
         return self.failure is None
 
 
+@dataclass(frozen=True)
+class LaunchPlan:
+    """Where a remote launcher's ranks go, worked out once from its configuration
+    (:meth:`Launcher.prepare`). The session reads the world from it and hands it back to
+    the launcher (:meth:`Launcher.from_plan`, :meth:`Launcher.for_nodes`); what else the
+    launcher needs it keeps in ``settings``, which nothing above the launcher reads."""
+
+    launcher: str  # the option's name (launcher=NAME)
+    nodes: int
+    ranks_per_node: int
+    gpus_per_node: int | None = None  # GPUs each node gives its ranks; None: none asked
+    wait: bool = True  # false: started and left running (``gpulane collect`` finishes)
+    poll_s: float = POLL_S
+    settings: Any = None  # the launcher's own checked settings
+
+    @property
+    def world(self) -> int:
+        return self.nodes * self.ranks_per_node
+
+
 class Launcher(ABC):
     """Start / poll / cancel; one launch per instance."""
 
     name: str = "?"
+
+    # -- a launcher whose ranks are on other hosts (its config's remote_world) ------------
+    @classmethod
+    def prepare(cls, cfg: Any, config: LauncherConfig, needs_mpi: bool | None) -> LaunchPlan:
+        """The launch plan of ``cfg`` (``config``: ``cfg.launcher`` typed), checked: one
+        InputError for what cannot work, before anything is made or submitted.
+        ``needs_mpi``: the ranks start MPI (None: when the backend does)."""
+        raise InputError(f"launcher={config.name} does not put ranks on other hosts")
+
+    @classmethod
+    def from_plan(cls, plan: LaunchPlan, device: str) -> Launcher:
+        """The launcher of a run prepared as ``plan`` (its ranks may start MPI)."""
+        raise InputError(f"launcher={plan.launcher} cannot start a prepared remote run")
+
+    @classmethod
+    def array_settings(cls, plan: LaunchPlan) -> dict[str, Any]:
+        """Keys for Hydra's launcher of a multirun (``-m``) as a job array of this
+        launcher (Slurm: hydra-submitit-launcher's); none for others."""
+        return {}
+
+    @classmethod
+    def campaign_nodes(cls, plan: LaunchPlan) -> list[str]:
+        """The nodes a campaign covers when ``campaign.nodelist`` names none."""
+        raise InputError(f"campaign.nodelist: launcher={plan.launcher} needs the nodes named")
+
+    @classmethod
+    def lost_nodes(cls, plan: LaunchPlan, nodes: list[str]) -> dict[str, str]:
+        """Those of ``nodes`` that are down or not answering: node -> why, in words."""
+        return {}
+
+    @classmethod
+    def attach(cls, run_dir: Path, cfg: Any, timeout_s: float) -> Launcher:
+        """The launcher of a run started earlier and left running (``gpulane collect``),
+        ``cfg`` its saved configuration; one InputError when there is none to follow."""
+        raise InputError(
+            f"{run_dir}: a run of launcher={cls.name} is not left running; nothing to collect"
+        )
+
+    def pending(self) -> str | None:
+        """After :meth:`attach`: the launch's state in a few words while it has not ended
+        (``gpulane collect --no-wait``), None once it has."""
+        return None
+
+    def would_start(self, spec: LaunchSpec) -> str:
+        """What :meth:`start` would start or submit for ``spec``, in one line, starting
+        nothing (a dry run)."""
+        return " ".join(self.command_line(spec) or ["(a gpulane job)", str(spec.job)])
+
+    def pack(self, specs: list[LaunchSpec], labels: list[str]) -> PackedLaunch:
+        """Start ``specs`` (``labels``: their words) one after the other in ONE launch (a
+        packed multirun)."""
+        raise InputError(f"campaign.pack=true: launcher={self.name} cannot pack runs")
+
+    # -- every launcher --------------------------------------------------------------------
 
     @classmethod
     def from_config(
@@ -153,6 +227,29 @@ class Launcher(ABC):
     @property
     def poll_s(self) -> float:
         return POLL_S
+
+
+class PackedLaunch(ABC):
+    """Several runs one after the other in one launch (:meth:`Launcher.pack`)."""
+
+    launchers: list[Launcher]  # one per run: what its session is concluded with
+    started: str = ""  # one line for the user: what was started
+
+    @abstractmethod
+    def follow(self) -> None:
+        """Wait until the launch has ended (Ctrl-C and SIGTERM go up to the caller)."""
+
+    @abstractmethod
+    def cancel(self) -> None:
+        """End the launch now."""
+
+    @abstractmethod
+    def unfinished(self) -> list[int]:
+        """The runs (by index) that did not finish."""
+
+    @abstractmethod
+    def results(self) -> list[LaunchResult]:
+        """After :meth:`follow`: each run's result, in order."""
 
 
 def log_path(run_dir: Path, rank: int) -> Path:

@@ -1,31 +1,24 @@
-"""Packed multiruns: ``launcher.pack=true`` under ``-m`` runs every combination one after
-the other in ONE Slurm job (one allocation) instead of one job-array element each.
+"""Packed multiruns: ``campaign.pack=true`` under ``-m`` runs every combination one after
+the other in ONE launch (one Slurm allocation) instead of one job-array element each.
 
 The multirun callback swaps hydra-submitit-launcher for Hydra's basic launcher, so every
 combination comes to :func:`queue_packed` in this process (its run directory and
-configuration are made, no job yet); when the sweep is over :func:`finish_packing` submits
-one job whose tasks run the combinations in turn (:func:`gpulane.launch.slurm.task.
-packed_task`), follows it, and concludes each combination as its own session would.
+configuration are made, nothing started yet); when the sweep is over
+:func:`finish_packing` hands them all to the launcher (:meth:`Launcher.pack`), follows the
+launch, and concludes each combination as its own session would.
 """
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
 from gpulane.collectives.plan import SweepPlan
 from gpulane.collectives.table import SweepView
 from gpulane.config.commands import SweepConfig
-from gpulane.errors import GpulaneError, InputError, RunFailed, print_error
-from gpulane.launch.base import LaunchResult
-from gpulane.launch.slurm.launcher import SlurmLauncher
-from gpulane.launch.slurm.monitor import JobRecord, Waiter
-from gpulane.launch.slurm.settings import SlurmSettings, executor_parameters, make_executor
-from gpulane.launch.slurm.task import packed_done, packed_task
+from gpulane.errors import GpulaneError, InputError, print_error
+from gpulane.launch.base import LaunchPlan, LaunchSpec
 from gpulane.rundir import RunDir, make_run_dir, rank_env, save_config
-from gpulane.session.prepare import SweepRun, uses_nccl
+from gpulane.session.prepare import SweepRun, launcher_for, uses_nccl
 from gpulane.session.run import RunSession, SessionSpec
 from gpulane.session.signals import Terminated, sigterm_as_exception, stop_words
 
@@ -37,7 +30,8 @@ class Packed:
     cfg: SweepConfig
     run: RunDir
     env: dict[str, str]
-    settings: SlurmSettings
+    settings: LaunchPlan
+    sweep: SweepRun
     label: str
     device: str
     plan: SweepPlan
@@ -71,11 +65,14 @@ def queue_packed(sweep: SweepRun, run: RunDir | None = None) -> int:
     directory, configuration and plan now, its job later (:func:`finish_packing`)."""
     assert _PACK is not None
     cfg, s = sweep.cfg, sweep.launcher
+    assert s is not None
     run = run or make_run_dir(cfg)
-    saved = save_config(cfg, run, world_size=s.world_size, nodes=s.nodes, device=sweep.device)
+    saved = save_config(cfg, run, world_size=s.world, nodes=s.nodes, device=sweep.device)
     run.save_plan(sweep.plan.to_dict())
     label = _overrides_label()
-    _PACK.append(Packed(saved, run, sweep.env, s, label, sweep.device, sweep.plan, sweep.job))
+    _PACK.append(
+        Packed(saved, run, sweep.env, s, sweep, label, sweep.device, sweep.plan, sweep.job)
+    )
     print(f"# packed #{len(_PACK)}: {label} -> {run.path}", flush=True)
     return 0
 
@@ -100,7 +97,7 @@ def _session(it: Packed) -> RunSession:
         kind="collective",
         backend=str(it.cfg.backend.name),
         description=f"{it.cfg.backend.name} (packed)",
-        world_size=it.settings.world_size,
+        world_size=it.settings.world,
     )
     return RunSession(it.run, spec, SweepView(plan.lines, len(plan.placements)), it.env, False)
 
@@ -110,115 +107,41 @@ def _run_packed(items: list[Packed]) -> int:
     for it in items[1:]:
         if it.settings != s:
             raise InputError(
-                "launcher.pack=true runs every combination in one allocation: launcher.* "
+                "campaign.pack=true runs every combination in one allocation: launcher.* "
                 f"must be the same in all of them ({items[0].label!r} and {it.label!r} differ)"
             )
-    first = items[0]
-    paths = [Path(it.run.path).resolve() for it in items]
-    work = [
-        (it.job, str(p), rank_env(it.run.path, it.env, uses_nccl(it.cfg, it.device)))
-        for it, p in zip(items, paths, strict=True)
-    ]
-    executor = make_executor(
-        paths[0] / s.folder / "%j", executor_parameters(s, f"gpulane-{first.cfg.run_id}")
-    )
-    try:
-        sjob = executor.submit(packed_task, work, s.startup_s)
-    except Exception as err:  # sbatch's own words
-        words = str(err).strip().splitlines()
-        raise RunFailed("sbatch refused the job: " + " ".join(words[-3:])) from err
-    timeout_s = float(first.cfg.timeout_s)
-    launchers = []
-    for p in paths:
-        record = JobRecord(
-            job_id=str(sjob.job_id),
-            folder=str(paths[0] / s.folder / "%j"),
-            tasks=s.world_size,
-            nodes=s.nodes,
-            tasks_per_node=s.tasks_per_node,
+    specs = [
+        LaunchSpec(
+            it.run.path,
+            s.world,
+            rank_env(it.run.path, it.env, uses_nccl(it.cfg, it.device)),
+            float(it.cfg.timeout_s),
+            job=it.job,
+            run_id=str(it.cfg.run_id),
         )
-        record.save(p)
-        launchers.append(SlurmLauncher.adopt(s, sjob, record, p, timeout_s))
-    print(
-        f"# gpulane sweep: {len(items)} combinations packed into slurm job {sjob.job_id} "
-        f"({s.nodes} node(s) x {s.tasks_per_node} ranks)",
-        flush=True,
-    )
+        for it in items
+    ]
+    packed = launcher_for(items[0].sweep).pack(specs, [it.label for it in items])
+    print(packed.started, flush=True)
     if not s.wait:
-        for it, p in zip(items, paths, strict=True):
-            print(f"run directory: {p}  ({it.label})")
+        for it in items:
+            print(f"run directory: {it.run.path.resolve()}  ({it.label})")
         return 0
-    state, waiter, stopped_at = _follow(items, paths, launchers, s, sjob)
-    if state is None:
-        return stopped_at  # the exit status of an interrupt
-    return _conclude_all(items, launchers, state, waiter, stopped_at)
-
-
-def _follow(
-    items: list[Packed], paths: list[Path], launchers: list[SlurmLauncher], s: SlurmSettings,
-    sjob: Any,
-) -> tuple[str | None, Waiter, int]:  # fmt: skip
-    """Wait for the packed job, moving the stall watch from combination to combination."""
-
-    def active() -> int:
-        done = (packed_done(p, s.world_size) for p in paths)
-        return next((i for i, ok in enumerate(done) if not ok), len(paths))
-
-    current = [0]
-    records = [launcher.record for launcher in launchers]
-    assert records[0] is not None
-    waiter = Waiter(sjob, records[0], paths[0], s.poll_s, 0.0, s.startup_s, lambda: None, print)
-
-    def on_poll() -> None:
-        i = active()
-        if i != current[0] and i < len(paths):
-            current[0] = i
-            waiter.run_dir = paths[i]
-            waiter.running_since = None  # the next combination starts its own clock
-            waiter.record = records[i]  # type: ignore[assignment]
-            print(f"# packed #{i + 1} of {len(paths)}: {items[i].label}", flush=True)
-
-    waiter.on_poll = on_poll
-    print(f"# packed #1 of {len(paths)}: {items[0].label}", flush=True)
-    waiter.timeout_s = float(items[0].cfg.timeout_s)
     with sigterm_as_exception():
         try:
-            while (state := waiter.step()) is None:
-                time.sleep(s.poll_s)
+            packed.follow()
         except (KeyboardInterrupt, Terminated) as ex:
-            sjob.cancel(check=False)
+            packed.cancel()
             code, _ = stop_words(ex)
-            for it, p, launcher in zip(items, paths, launchers, strict=True):
-                if not packed_done(p, s.world_size):
-                    session = _session(it)
-                    session.launcher = launcher
-                    session.interrupt(ex)
-            return None, waiter, code
-    return state, waiter, active()
-
-
-def _conclude_all(
-    items: list[Packed], launchers: list[SlurmLauncher], state: str, waiter: Waiter,
-    stopped_at: int,
-) -> int:  # fmt: skip
+            for i in packed.unfinished():
+                session = _session(items[i])
+                session.launcher = packed.launchers[i]
+                session.interrupt(ex)
+            return code
     status = 0
-    cause = ""
-    for i, (it, launcher) in enumerate(zip(items, launchers, strict=True)):
+    for i, (it, result) in enumerate(zip(items, packed.results(), strict=True)):
         session = _session(it)
-        session.launcher = launcher
-        if i < stopped_at:
-            result = launcher.conclude("COMPLETED", None, waiter.nodelist)
-        elif i == stopped_at:
-            final = "CANCELLED" if state == "STALLED" else state
-            if final == "COMPLETED":  # every task returned, yet no mark: say so
-                final = "FAILED"
-            result = launcher.conclude(final, waiter.stall, waiter.nodelist)
-            cause = f" ({result.failure})" if result.failure else ""
-        else:
-            why = f"not completed: the packed job ended at combination #{stopped_at + 1}{cause}"
-            assert launcher.record is not None
-            result = LaunchResult({}, f"slurm job {launcher.record.job_id}: {why}")
-            result.details = {"slurm_job": launcher.record.job_id, "slurm_state": state}
+        session.launcher = packed.launchers[i]
         session.result = result
         print(f"# packed #{i + 1} of {len(items)}: {it.label}: {it.run.path}")
         status = max(status, session.finish())

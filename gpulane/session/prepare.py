@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 from gpulane.collectives.plan import SweepPlan, build_plan
-from gpulane.config.capabilities import backend_of, launcher_of
+from gpulane.config.campaign import campaign_of, deprecation_note
+from gpulane.config.capabilities import backend_of
 from gpulane.config.commands import SweepConfig
 from gpulane.config.validate import check_preset
 from gpulane.errors import InputError, MissingComponent
+from gpulane.launch.base import Launcher, LaunchPlan
+from gpulane.launch.registry import entry, launcher_config, make_launcher
 from gpulane.rundir import run_env
 from gpulane.session.backend_choice import choose_backend
 from gpulane.session.sweep_checks import check_front, check_inputs, check_placements
@@ -25,8 +28,9 @@ JOB = "gpulane.collectives.sweep:run_rank"
 LOCALIZE_JOB = "gpulane.campaigns.localize.rank:run_rank"
 
 # How a prepared sweep runs: its ranks started once by the launcher (plain), the user's
-# nccl-tests binaries (nccl_tests), a cluster campaign of many jobs (launcher.pattern), or
-# one combination of a packed multirun, queued for one Slurm job (launcher.pack=true).
+# nccl-tests binaries (nccl_tests), a cluster campaign of many jobs (campaign.pattern, or
+# campaign.dry_run: what would be submitted), or one combination of a packed multirun,
+# queued for one launch (campaign.pack=true).
 Route = Literal["plain", "nccl_tests", "campaign", "packed"]
 ROUTES: tuple[Route, ...] = ("plain", "nccl_tests", "campaign", "packed")
 
@@ -41,13 +45,13 @@ class SweepRun:
     device: str  # cuda or cpu: where the ranks' buffers go
     world: int  # ranks
     job: str  # what every rank runs (MODULE:FUNCTION)
-    launcher: Any = None  # the launcher's own settings, parsed once (SlurmSettings); None: none
+    launcher: LaunchPlan | None = None  # a remote launcher's plan, made once; None: none
     notes: list[str] = field(default_factory=list)  # said before the run (the backend chosen)
     env: dict[str, str] = field(default_factory=dict)  # for the ranks: preset, then env.*
 
     @property
     def nodes(self) -> int:
-        return int(getattr(self.launcher, "nodes", None) or 1)
+        return self.launcher.nodes if self.launcher is not None else 1
 
 
 def job_of(cfg: SweepConfig) -> str:
@@ -59,9 +63,9 @@ def job_of(cfg: SweepConfig) -> str:
 
 
 def _remote_world(cfg: SweepConfig) -> bool:
-    """The ranks run on other nodes (Slurm's): the GPUs are not counted here, and the
-    launcher's settings (nodes, tasks, pattern, packing) say the world."""
-    return launcher_of(cfg).remote_world
+    """The ranks run on other nodes (Slurm's, or a plugin's): the GPUs are not counted
+    here, and the launcher's plan says the world."""
+    return launcher_config(cfg).remote_world
 
 
 def _runs_own_program(cfg: SweepConfig) -> bool:
@@ -83,10 +87,10 @@ def _needs_gpus(cfg: SweepConfig) -> bool:
     return backend_of(cfg).needs_gpus
 
 
-def _launcher_settings(cfg: SweepConfig, needs_mpi: bool | None = None) -> Any:
-    from gpulane.launch.slurm.settings import settings
-
-    return settings(cfg, needs_mpi=needs_mpi)
+def _launch_plan(cfg: SweepConfig, needs_mpi: bool | None = None) -> LaunchPlan:
+    """The remote launcher's own plan of the run, from its own configuration."""
+    config = launcher_config(cfg)
+    return entry(config.name).launcher.prepare(cfg, config, needs_mpi)
 
 
 # -- the world -------------------------------------------------------------------------
@@ -116,8 +120,8 @@ def resolve_world(cfg: SweepConfig) -> tuple[int, str]:
     return n, device
 
 
-def slurm_device(cfg: SweepConfig, gpus_per_node: int | None) -> str:
-    """Where Slurm's ranks run: as asked, else on GPUs when the job asks for some."""
+def remote_device(cfg: SweepConfig, gpus_per_node: int | None) -> str:
+    """Where a remote launcher's ranks run: as asked, else on GPUs when it gives some."""
     device = str(cfg.device or "auto")
     if device == "auto":
         device = "cuda" if gpus_per_node else "cpu"
@@ -135,7 +139,7 @@ def prepare(cfg: SweepConfig, job: str | None = None, packing: bool = False) -> 
     if _runs_own_program(cfg):
         sweep = _nccl_tests(cfg, job)
     elif _remote_world(cfg):
-        sweep = _on_slurm(cfg, job, packing)
+        sweep = _remote(cfg, job, packing)
     else:
         sweep = _here(cfg, job)
     return dataclasses.replace(sweep, env=run_env(sweep.cfg))
@@ -154,28 +158,50 @@ def _here(cfg: SweepConfig, job: str) -> SweepRun:
     return SweepRun(cfg, "plain", plan, device, ranks, job, None, [line] if line else [])
 
 
-def _on_slurm(cfg: SweepConfig, job: str, packing: bool) -> SweepRun:
-    """One Slurm job, a campaign of jobs (launcher.pattern) or a packed combination."""
-    s = _launcher_settings(cfg)
-    device = slurm_device(cfg, s.gpus_per_node)
+def _remote(cfg: SweepConfig, job: str, packing: bool) -> SweepRun:
+    """Ranks on other hosts: one launch, a campaign of launches (campaign.pattern), a dry
+    run (campaign.dry_run: printed, nothing submitted) or a packed combination."""
+    lp = _launch_plan(cfg)
+    camp = campaign_of(cfg)
+    device = remote_device(cfg, lp.gpus_per_node)
     cfg, line = choose_backend(cfg, device)
-    notes = [line] if line else []
+    notes = [n for n in (line, deprecation_note(cfg)) if n]
     route: Route = "plain"
-    if s.pattern != "allocation":
+    if camp.pattern != "allocation" or camp.dry_run:
         route = "campaign"
-    elif s.pack and packing:
+    elif camp.pack and packing:
         route = "packed"
         if _needs_mpi(cfg):
             raise InputError(
-                "launcher.pack=true: backend=mpi cannot be packed (MPI starts once per process)"
+                "campaign.pack=true: backend=mpi cannot be packed (MPI starts once per process)"
             )
     else:
         check_preset(cfg, str(cfg.device).lower())
+    _check_world(cfg, lp, camp.pattern)
     plan = build_plan(cfg, device == "cuda")
-    if route == "plain":
+    if route == "plain" or (camp.dry_run and camp.pattern == "allocation"):
         check_placements(cfg, plan, device)
         check_inputs(cfg, plan, device)
-    return SweepRun(cfg, route, plan, device, s.world_size, job, s, notes)
+    return SweepRun(cfg, route, plan, device, lp.world, job, lp, notes)
+
+
+def _check_world(cfg: SweepConfig, lp: LaunchPlan, pattern: str) -> None:
+    """ranks=N against the world the launcher will start: refused now, before anything
+    is submitted, rather than by the ranks once they arrive (a campaign's elements are
+    sized by their nodes: ranks= cannot apply to them)."""
+    if str(cfg.ranks) == "auto":
+        return
+    if pattern != "allocation":
+        raise InputError(
+            f"ranks={cfg.ranks}: a campaign's runs get {lp.ranks_per_node} rank(s) per node "
+            "of each; set ranks=auto (the ranks per node are the launcher's)"
+        )
+    if int(cfg.ranks) != lp.world:
+        raise InputError(
+            f"ranks={cfg.ranks} but launcher={lp.launcher} starts {lp.world} rank(s) "
+            f"({lp.nodes} node(s) x {lp.ranks_per_node}); set ranks=auto or ask the "
+            "launcher for that many"
+        )
 
 
 def _nccl_tests(cfg: SweepConfig, job: str) -> SweepRun:
@@ -183,8 +209,8 @@ def _nccl_tests(cfg: SweepConfig, job: str) -> SweepRun:
     plan = build_plan(cfg, True)
     s = None
     if _remote_world(cfg):
-        s = _launcher_settings(cfg, needs_mpi=True)  # nccl-tests built with MPI=1
-        world = int(s.world_size)
+        s = _launch_plan(cfg, needs_mpi=True)  # nccl-tests built with MPI=1
+        world = s.world
     elif str(cfg.ranks) == "auto":
         world = int(cfg.world_size or local_gpus() or 2)
     else:
@@ -192,14 +218,10 @@ def _nccl_tests(cfg: SweepConfig, job: str) -> SweepRun:
     return SweepRun(cfg, "nccl_tests", plan, "cuda", world, job, s)
 
 
-def launcher_for(run: SweepRun) -> Any:
-    """The launcher of a prepared sweep: Slurm's from the settings parsed once (for ranks
-    that may start MPI, as every sweep's ranks might), others from the configuration."""
+def launcher_for(run: SweepRun) -> Launcher:
+    """The launcher of a prepared sweep: a remote one from the plan it made once (for
+    ranks that may start MPI, as every sweep's ranks might), others from the
+    configuration."""
     if run.launcher is not None:
-        from gpulane.launch.slurm.launcher import SlurmLauncher
-        from gpulane.launch.slurm.settings import for_mpi
-
-        return SlurmLauncher(for_mpi(run.launcher), run.device)
-    from gpulane.launch.factory import make_launcher
-
+        return entry(run.launcher.launcher).launcher.from_plan(run.launcher, run.device)
     return make_launcher(run.cfg, run.device, needs_mpi=True)

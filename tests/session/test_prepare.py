@@ -184,7 +184,8 @@ def test_slurm_front_parses_the_settings_once(
     assert str(sweep.cfg.backend.name) == "torch"  # auto resolved, once
     launcher = launcher_for(sweep)
     assert "--mpi=pmix" in launcher.settings.srun_args
-    assert "--mpi=pmix" not in sweep.launcher.srun_args  # the parsed settings untouched
+    assert sweep.launcher is not None
+    assert "--mpi=pmix" not in sweep.launcher.settings.srun_args  # the parsed ones untouched
     assert once(counted) == {"settings": 1, "choose_backend": 1, "build_plan": 1}
 
 

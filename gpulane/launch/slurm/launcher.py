@@ -10,16 +10,18 @@ that task's stderr. ``launcher.wait=false`` submits and leaves the job running;
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 from typing import Any
 
 from gpulane.config.launcher import LauncherConfig, SlurmLauncherConfig
 from gpulane.errors import InputError, RunFailed
-from gpulane.launch.base import Launcher, LaunchResult, LaunchSpec
+from gpulane.launch.base import Launcher, LaunchPlan, LaunchResult, LaunchSpec, PackedLaunch
 from gpulane.launch.registry import register_launcher
 from gpulane.launch.slurm.diagnose import TaskFailure, diagnose, lost_nodes, state_words
 from gpulane.launch.slurm.monitor import (
     FINAL_STATES,
+    JOB_FILE,
     QUEUED_STATES,
     JobRecord,
     Waiter,
@@ -29,7 +31,11 @@ from gpulane.launch.slurm.settings import (
     SlurmSettings,
     element_settings,
     executor_parameters,
+    for_mpi,
+    hydra_launcher_keys,
     make_executor,
+    partition_nodes,
+    sbatch_options,
     settings,
 )
 from gpulane.launch.slurm.task import program_task, slurm_task
@@ -51,8 +57,64 @@ class SlurmLauncher(Launcher):
     def for_nodes(
         cls, cfg: Any, config: LauncherConfig, device: str, nodes: list[str], prepared: Any
     ) -> Launcher:
+        if isinstance(prepared, LaunchPlan):
+            prepared = prepared.settings
         s = prepared if isinstance(prepared, SlurmSettings) else settings(cfg, needs_mpi=True)
         return cls(element_settings(s, len(nodes)), device)
+
+    # -- the hooks of a launcher whose ranks are on other hosts ---------------------------
+    @classmethod
+    def prepare(cls, cfg: Any, config: LauncherConfig, needs_mpi: bool | None) -> LaunchPlan:
+        s = settings(cfg, needs_mpi=needs_mpi)
+        return LaunchPlan("slurm", s.nodes, s.tasks_per_node, s.gpus_per_node, s.wait, s.poll_s, s)
+
+    @classmethod
+    def from_plan(cls, plan: LaunchPlan, device: str) -> Launcher:
+        return cls(for_mpi(plan.settings), device)
+
+    @classmethod
+    def array_settings(cls, plan: LaunchPlan) -> dict[str, Any]:
+        return hydra_launcher_keys(plan.settings)
+
+    @classmethod
+    def campaign_nodes(cls, plan: LaunchPlan) -> list[str]:
+        return partition_nodes(plan.settings.partition)
+
+    @classmethod
+    def lost_nodes(cls, plan: LaunchPlan, nodes: list[str]) -> dict[str, str]:
+        return lost_nodes(nodes)
+
+    @classmethod
+    def attach(cls, run_dir: Path, cfg: Any, timeout_s: float) -> Launcher:
+        """The launcher of a job submitted earlier (``gpulane collect``)."""
+        import submitit
+
+        if not (run_dir / JOB_FILE).exists():
+            raise InputError(f"{run_dir}: no {JOB_FILE}; not a run submitted to Slurm by gpulane")
+        record = JobRecord.load(run_dir.resolve())
+        job: Any = submitit.SlurmJob(
+            folder=record.folder, job_id=record.job_id, tasks=tuple(range(record.tasks))
+        )
+        return cls.adopt(settings(cfg), job, record, run_dir, timeout_s)
+
+    def pending(self) -> str | None:
+        if self.final_state() is not None:
+            return None
+        assert self.record is not None and self.waiter is not None
+        return f"slurm job {self.record.job_id}: {self.waiter.poll_state().lower()}"
+
+    def would_start(self, spec: LaunchSpec) -> str:
+        params = executor_parameters(self.settings, f"gpulane-{spec.run_id}")
+        if spec.hosts:
+            params["slurm_nodelist"] = ",".join(spec.hosts)
+        # submitit makes its folder: a scratch one, as nothing is submitted
+        with tempfile.TemporaryDirectory(prefix="gpulane-dry-run-") as scratch:
+            return "sbatch " + " ".join(sbatch_options(Path(scratch), params))
+
+    def pack(self, specs: list[LaunchSpec], labels: list[str]) -> PackedLaunch:
+        from gpulane.launch.slurm.packing import submit_packed
+
+        return submit_packed(self.settings, specs, labels)
 
     def lone_rank_warning(self) -> str | None:
         return (
@@ -143,17 +205,6 @@ class SlurmLauncher(Launcher):
             lambda: None,
             self._notes.append,
         )
-
-    @classmethod
-    def attach(cls, run_dir: Path, settings: SlurmSettings, timeout_s: float) -> SlurmLauncher:
-        """The launcher of a job submitted earlier (``gpulane collect``)."""
-        import submitit
-
-        record = JobRecord.load(run_dir.resolve())
-        job: Any = submitit.SlurmJob(
-            folder=record.folder, job_id=record.job_id, tasks=tuple(range(record.tasks))
-        )
-        return cls.adopt(settings, job, record, run_dir, timeout_s)
 
     @classmethod
     def adopt(

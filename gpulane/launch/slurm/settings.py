@@ -4,6 +4,7 @@ hydra-submitit-launcher are given for them."""
 from __future__ import annotations
 
 import dataclasses
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ from gpulane.config.launcher import (
     campaign_pattern,
 )
 from gpulane.config.load import as_dict
-from gpulane.errors import MissingComponent
+from gpulane.errors import InputError, MissingComponent
 
 __all__ = ["PATTERNS", "SlurmSettings", "campaign_pattern", "settings"]
 
@@ -161,7 +162,11 @@ def executor_parameters(s: SlurmSettings, name: str) -> dict[str, Any]:
 
 def hydra_launcher_settings(cfg: CommonConfig) -> dict[str, Any]:
     """hydra-submitit-launcher's (submitit_slurm) keys for ``cfg.launcher``."""
-    s = settings(cfg)
+    return hydra_launcher_keys(settings(cfg))
+
+
+def hydra_launcher_keys(s: SlurmSettings) -> dict[str, Any]:
+    """hydra-submitit-launcher's (submitit_slurm) keys for checked settings."""
     setup = list(s.setup)
     # hydra-submitit-launcher 1.2 has no srun_args; what matters most (the MPI plugin)
     # goes through the environment srun reads.
@@ -208,3 +213,27 @@ def sbatch_options(folder: Path, params: dict[str, Any]) -> list[str]:
         for ln in str(text).splitlines()
         if ln.startswith("#SBATCH ") and not ln.startswith(("#SBATCH --output", "#SBATCH --error"))
     ]
+
+
+def partition_nodes(partition: str | None) -> list[str]:
+    """The nodes of ``partition``, or of the default partition (the one sinfo marks
+    with ``*``, where a job without ``--partition`` goes) when None: a campaign's nodes
+    when ``campaign.nodelist`` names none."""
+    cmd = ["sinfo", "-h", "-N", "-o", "%N %P"] + (["-p", partition] if partition else [])
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError) as err:
+        raise InputError(f"campaign.nodelist not given and sinfo failed ({err})") from err
+    if out.returncode != 0:
+        raise InputError(
+            f"campaign.nodelist not given and `{' '.join(cmd)}` failed: "
+            + (out.stderr.strip() or f"exit {out.returncode}")
+        )
+    nodes: list[str] = []
+    for line in out.stdout.splitlines():
+        name, _, part = line.strip().partition(" ")
+        if not name or (partition is None and not part.endswith("*")):
+            continue
+        if name not in nodes:  # a node in several partitions is listed once each
+            nodes.append(name)
+    return nodes
