@@ -10,6 +10,7 @@ from typing import Any
 from gpulane.config.backend import BackendConfig
 from gpulane.config.choices import Engine
 from gpulane.config.common import CommonConfig, PresetConfig, SizesConfig
+from gpulane.config.campaign import CampaignConfig
 from gpulane.config.launcher import LauncherConfig
 from gpulane.config.types import (
     AutoOrInt,
@@ -38,6 +39,8 @@ class SweepConfig(CommonConfig):
     """Who runs the collectives: auto, torch, nccl, nccl_tests or mpi (see the groups)"""
     launcher: LauncherConfig = MISSING  # a conf/launcher option (config.launcher)
     """How the ranks start: local, mpirun or slurm (see the groups)"""
+    campaign: CampaignConfig = field(default_factory=CampaignConfig)
+    """A cluster campaign: campaign.pattern, nodelist, outlier_fraction, dry_run, pack"""
     preset: PresetConfig = MISSING  # conf/preset
     """NCCL transport preset: none, nvlink, pcie-host (through host memory) or socket"""
     collectives: Words = field(default_factory=lambda: ["all_reduce"])
