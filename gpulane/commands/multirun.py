@@ -6,9 +6,10 @@ a page, ``compare.html`` in the multirun directory (``hydra.sweep.dir``).
 
 :class:`SlurmArrayCallback` (conf/launcher/slurm.yaml): under ``-m`` it copies
 ``launcher.*`` into ``hydra.launcher`` before hydra-submitit-launcher submits the job
-array, or, with ``launcher.pack=true``, swaps in Hydra's basic launcher so that every
-combination is queued here and one packed job runs them all
-(:mod:`gpulane.session.packing`).
+array (the launcher's :meth:`~gpulane.launch.base.Launcher.array_settings`), or, with
+``campaign.pack=true``, swaps in Hydra's basic launcher so that every combination is
+queued here and one packed launch runs them all (:mod:`gpulane.session.packing`); with
+``campaign.dry_run=true`` each combination prints what it would submit, in this process.
 """
 
 from __future__ import annotations
@@ -19,37 +20,42 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf, flag_override
 
+from gpulane.config.campaign import campaign_of
 from gpulane.config.commands import SweepConfig
 from gpulane.config.load import typed
 from gpulane.errors import GpulaneError, InputError, print_error, print_warning
-from gpulane.launch.slurm.settings import hydra_launcher_settings, settings
+from gpulane.launch.registry import entry, launcher_config
 from gpulane.session.packing import finish_packing, start_packing
 
 BASIC_LAUNCHER = "hydra._internal.core_plugins.basic_launcher.BasicLauncher"
 
 
-class SlurmArrayCallback(Callback):
+class SlurmArrayCallback(Callback):  # type: ignore[misc]
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         if not str(config.hydra.launcher.get("_target_", "")).endswith("SlurmLauncher"):
             return
         sweep = typed(config, SweepConfig)
         try:
-            s = settings(sweep)
-            if s.pattern != "allocation":
+            camp = campaign_of(sweep)
+            if camp.pattern != "allocation":
                 raise InputError(
-                    f"launcher.pattern={s.pattern} submits its own jobs; run it without -m"
+                    f"campaign.pattern={camp.pattern} submits its own jobs; run it without -m"
                 )
+            options = launcher_config(sweep)
+            launcher = entry(options.name).launcher
+            values = launcher.array_settings(launcher.prepare(sweep, options, None))
         except InputError as err:
             print_error(err)
             raise SystemExit(err.exit_code) from None
-        if s.pack:
-            # Hydra's basic launcher calls the task in this process once per combination;
-            # the task queues it, and on_multirun_end submits one job.
-            start_packing()
+        if camp.pack or camp.dry_run:
+            # Hydra's basic launcher calls the task in this process once per combination:
+            # packed, the task queues it and on_multirun_end starts one launch; a dry run
+            # prints what each would submit, and nothing is submitted.
+            if not camp.dry_run:
+                start_packing()
             with flag_override(config, ["struct", "readonly"], [False, False]):
                 config.hydra.launcher = OmegaConf.create({"_target_": BASIC_LAUNCHER})
             return
-        values = hydra_launcher_settings(sweep)
         with flag_override(config, ["struct", "readonly"], [False, False]):
             for key, value in values.items():
                 config.hydra.launcher[key] = value
