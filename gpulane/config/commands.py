@@ -347,6 +347,12 @@ class AdviseConfig(CommonConfig):
     """Achievable rates per GPU model: +gpu_specs.NAME={hbm_gbps: ..., tflops: ..., memory_gib: ...}"""
     projection: Any = None
     """Collectives over an unmeasured path: efficiency and latency_us per path kind"""
+    p2p: str = "on"
+    """on or off: off stages projected collectives through host memory (what_if=pcie)"""
+    concurrency: Runs = None
+    """Requests in flight (the decode step's batch); replaces batch= when given"""
+    expected_error: Any = None
+    """Per basis: the validation tables' error range of a predicted figure"""
 
 
 COMMANDS = {

@@ -15,7 +15,18 @@ from gpulane.planning.placement import place
 from gpulane.planning.predict import Prediction, Workload, predict, splits
 from gpulane.planning.recommend import Recommendation, recommend
 from gpulane.planning.step_collectives import with_step_collectives
+from gpulane.planning.uncertainty import ExpectedError, basis_of
 from gpulane.topology.model import Topology
+
+
+def _collectives_basis(p: Prediction) -> str:
+    """measured, projected (any collective of the split from the projection), or none."""
+    calls = [c for phase in (p.decode, p.prefill) if phase for c in phase.calls]
+    if not calls:
+        return "none"
+    if any(str(c.get("source", "")).startswith("projected") for c in calls):
+        return "projected"
+    return "measured"
 
 
 @dataclass
@@ -37,6 +48,7 @@ def advise(
     workloads: Sequence[Workload],
     build: str,
     token_rows: Sequence[Mapping[str, Any]] = (),
+    errors: Mapping[str, ExpectedError] | None = None,
 ) -> Advice:
     """Predictions of every split at every workload, and the recommendations. Compute is
     calibrated on ``token_rows`` (``gpulane tokens`` rows of this model) when given."""
@@ -57,6 +69,7 @@ def advise(
                 continue
             placement = place(topology, gpus, tp, pp)
             p = predict(shape, tp, pp, wl, comms, compute, placement, spec.memory_gib)
+            p.basis = basis_of(compute, _collectives_basis(p), errors or {})
             out.predictions.append(p)
             for phase in (p.decode, p.prefill):
                 for c in phase.calls if phase else []:

@@ -221,6 +221,10 @@ class Projection:
 
     efficiency: Mapping[str, float]  # path kind (nvlink, pcie) -> fraction of line rate
     latency_us: Mapping[str, float]  # path kind -> per-call latency
+    # P2P off: each collective staged through host memory (NCCL SHM) at the host link's
+    # rate, paying a staged copy's latency on top of the call's
+    host_staged_extra_us: float = 0.0
+    p2p: bool = True
 
     def time(self, op: str, n: int, size: int, label: str | None, gbps: float | None) -> CommTime:
         if gbps is None or label is None:
@@ -232,8 +236,12 @@ class Projection:
         kind = "nvlink" if label_kind(label) == "nvlink" else "pcie"
         eff = float(self.efficiency.get(kind, 1.0))
         lat = float(self.latency_us.get(kind, 10.0))
+        staged = ""
+        if not self.p2p:
+            lat += self.host_staged_extra_us
+            staged = f", staged through host memory (P2P off, +{self.host_staged_extra_us:g} us)"
         t = lat + size * busbw_factor(op, n) / (eff * gbps * 1e3)
-        return CommTime(t, f"projected {label} {gbps:.1f} GB/s x {eff:.2f}")
+        return CommTime(t, f"projected {label} {gbps:.1f} GB/s x {eff:.2f}{staged}")
 
 
 @dataclass

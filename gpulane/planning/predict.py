@@ -30,6 +30,7 @@ from gpulane.inference.sharding import CommCall, check_parallel, step_comm
 from gpulane.planning.comm import Comms, busbw_factor
 from gpulane.planning.compute import Compute
 from gpulane.planning.placement import Placement
+from gpulane.planning.uncertainty import Basis
 
 RULE_OF_THUMB = 0.70  # the seed document: needed bandwidth above 70% of the link: trouble
 TOKEN_BYTES = 8  # sampled token ids (int64) sent back from the last stage to the first
@@ -117,6 +118,7 @@ class Prediction:
     # sends, where the build's rows say; None: only the topology's path label is known
     tp_transport: tuple[str, str] | None = None
     pp_transport: tuple[str, str] | None = None
+    basis: Basis | None = None  # what the figures rest on, and their expected error
 
     @property
     def name(self) -> str:
@@ -139,6 +141,7 @@ class Prediction:
         out["request_ms"] = self.request_ms
         out["memory"] = {**asdict(self.memory), "total": self.memory.total}
         out["placement"]["describe"] = self.placement.describe()
+        out["basis"] = self.basis.to_dict() if self.basis else None
         return out
 
 

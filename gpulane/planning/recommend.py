@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpulane.planning.predict import Prediction
+from gpulane.planning.uncertainty import BASIS_TEXT, rounded
 from gpulane.topology.paths import label_badness
 
 
@@ -48,7 +49,7 @@ def explain(p: Prediction, build: str) -> str:
     """What one split's decode step is made of, in words."""
     d = p.decode
     assert d is not None
-    parts = [f"{p.name}: decode step {d.time_ms:.2f} ms"]
+    parts = [f"{p.name}: decode step {rounded(d.time_ms, p.basis.error if p.basis else None)} ms"]
     pl = p.placement
     if p.tp > 1:
         parts.append(
@@ -68,6 +69,32 @@ def explain(p: Prediction, build: str) -> str:
     if p.prefill is not None and p.tp > 1:
         parts.append(f"prefill {100 * p.prefill.allreduce_share:.0f}% in all-reduce")
     return ", ".join(parts)
+
+
+# What the advisor does not see and a published TP-vs-PP result can turn on: the pick of
+# two splits this close is the engine's as much as the build's.
+UNSEEN = (
+    "the serving engine and its version (CUDA graphs or eager, its scheduler, a custom "
+    "all-reduce; vLLM V0 and V1 differ in all three)"
+)
+
+
+def close_call(best: Prediction, margin: float) -> str | None:
+    """The words for a pick whose margin over the runner-up is within the error its basis
+    had in validation (each figure could be off by that much in either direction of the
+    range); None when the margin is wider, or the basis has no error table."""
+    err = best.basis.error if best.basis else None
+    if err is None:
+        return None
+    widest = (1 + err.high) / (1 + err.low)
+    if margin > widest:
+        return None
+    return (
+        f"too close to call on this basis ({margin:.2f}x, within the {widest:.2f}x that "
+        f"{BASIS_TEXT[best.basis.compute]} figures can differ by): depends on the engine version and "
+        f"settings, which the advisor does not see: {UNSEEN}; measure both splits with "
+        f"gpulane tokens (or the engine's own benchmark) to decide"
+    )
 
 
 def recommend(
@@ -93,14 +120,18 @@ def recommend(
         ranked = sorted(cands, key=key)
         best = ranked[0]
         assert best.decode is not None and best.prefill is not None
+        err = best.basis.error if best.basis else None
+        unit = "ms" if goal == "latency" else "tok/s"
         metric = (
-            f"{best.request_ms or 0:.0f} ms per request of {best.output_len} tokens"
+            f"{rounded(best.request_ms or 0, err)} ms per request of {best.output_len} tokens"
             if goal == "latency"
-            else f"{best.decode.tokens_per_s:.0f} decode tok/s"
+            else f"{rounded(best.decode.tokens_per_s, err)} decode tok/s"
         )
+        basis = f"; {best.basis.short(unit)}" if best.basis else ""
         reasons = [
             f"{best.name} for {goal} at batch {batch}: {metric} (TTFT "
-            f"{best.prefill.time_ms:.0f} ms, {best.decode.time_ms:.2f} ms per token)",
+            f"{rounded(best.prefill.time_ms, err)} ms, {rounded(best.decode.time_ms, err)} ms "
+            f"per token{basis})",
             explain(best, build),
         ]
         runner_up = next((o for o in ranked if o is not best), None)
@@ -115,6 +146,10 @@ def recommend(
                 else best.decode.tokens_per_s / other.decode.tokens_per_s
             )
             reasons.append(f"vs {explain(other, build)} ({worse:.2f}x worse)")
+            if other is runner_up:
+                close = close_call(best, worse)
+                if close:
+                    reasons.append(close)
         pl = best.placement
         if (
             best.tp > 1

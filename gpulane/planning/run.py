@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 from gpulane.config.commands import AdviseConfig
@@ -18,13 +19,16 @@ from gpulane.errors import InputError, print_warning
 from gpulane.inference.batching import as_list
 from gpulane.inference.shapes import ModelShape, shape_from_config
 from gpulane.planning import calibration, inputs
-from gpulane.planning.advice import Advice, advise
+from gpulane.planning.advice import advise
 from gpulane.planning.comm import Comms, MeasuredComm, Projection
 from gpulane.planning.compute import gpu_spec
 from gpulane.planning.placement import apply_what_if, synthetic_topology
-from gpulane.planning.predict import MODEL_TEXT, RULE_OF_THUMB, Workload, split_name, splits
+from gpulane.planning.predict import Workload, splits
 from gpulane.planning.provenance import provenance
+from gpulane.planning.report import json_doc, print_tables
+from gpulane.planning.uncertainty import expected_errors
 from gpulane.session.world import local_gpus
+from gpulane.topology.model import Topology
 
 MEASURED_BUILD = "advise-measured"  # build label of the rows measure=true makes
 
@@ -33,18 +37,54 @@ def _opt_float(value: Any) -> float | None:
     return None if value is None else float(value)
 
 
-def run(cfg: AdviseConfig) -> int:
-    shape = shape_from_config(dict(cfg.model))
-    dbytes = inputs.advise_dtype_bytes(str(cfg.dtype))
-    batches = as_list(cfg.batch, "batch")
-    input_lens = as_list(cfg.input_len, "input_len")
-    output_lens = as_list(cfg.output_len, "output_len")
+@dataclass
+class _Inputs:
+    """What one advise run reads: its settings, rows, topology and GPU count."""
+
+    shape: ModelShape
+    dbytes: int
+    batches: list[int]
+    fmt: str
+    build: str | None
+    what_if: str | None
+    p2p: bool
+    rows: list[dict[str, Any]]
+    paths: list[Path]
+    topo: Topology | None
+    topo_source: str
+    probed: bool
+    gpus: int = 0
+
+
+def _p2p(cfg: AdviseConfig, what_if: str | None) -> bool:
+    value = str(cfg.p2p).strip().lower()
+    if value not in ("on", "off", "true", "false"):
+        raise InputError(f"p2p: expected on or off, got {cfg.p2p!r}")
+    on = value in ("on", "true")
+    if not on and not (what_if or "").lower().startswith("pcie:"):
+        # measured rows ran with the P2P state of their box: only a projection can change it
+        raise InputError(
+            "p2p=off: only with what_if=pcie:GENxWIDTH (a projection); measured rows carry "
+            "the P2P state they ran with (measure P2P off with gpulane sweep preset=pcie-host)"
+        )
+    return on
+
+
+def _batches(cfg: AdviseConfig) -> list[int]:
+    """batch=, or concurrency= when given: a serving engine's N requests in flight are the
+    N sequences of its decode step."""
+    if cfg.concurrency in (None, "", []):
+        return as_list(cfg.batch, "batch")
+    return as_list(cfg.concurrency, "concurrency")
+
+
+def _read_inputs(cfg: AdviseConfig) -> _Inputs:
     fmt = str(cfg.format)
     if fmt not in ("table", "json"):
         raise InputError(f"format: expected table or json, got {cfg.format!r}")
+    what_if = None if cfg.what_if in (None, "") else str(cfg.what_if)
     build = None if cfg.build is None else str(cfg.build)
     targets = inputs.paths_of(cfg.run)
-    what_if = None if cfg.what_if in (None, "") else str(cfg.what_if)
     if not targets and build is not None and not cfg.measure:
         targets = [build]
     results_dir = str(cfg.results_dir)
@@ -57,7 +97,16 @@ def run(cfg: AdviseConfig) -> int:
     if topo is None and cfg.measure and topo_spec == "auto":
         topo, topo_source = inputs.probe_live()
         probed = topo is not None
+    got = _Inputs(
+        shape_from_config(dict(cfg.model)), inputs.advise_dtype_bytes(str(cfg.dtype)),
+        _batches(cfg), fmt, build, what_if, _p2p(cfg, what_if), rows, paths, topo,
+        topo_source, probed,
+    )  # fmt: skip
+    got.gpus = _gpu_count(cfg, topo)
+    return got
 
+
+def _gpu_count(cfg: AdviseConfig, topo: Topology | None) -> int:
     gpus = cfg.gpus
     if str(gpus) == "auto":
         if topo is not None and topo.gpus:
@@ -66,100 +115,104 @@ def run(cfg: AdviseConfig) -> int:
             gpus = local_gpus()
             if not gpus:
                 raise InputError("gpus: no topology and no local GPU to count; give gpus=N")
-    gpus = int(gpus)
-    if gpus < 1:
+    try:
+        n = int(gpus)
+    except (TypeError, ValueError):
+        n = 0
+    if n < 1:
         raise InputError(f"gpus: expected a whole number >= 1, got {cfg.gpus!r}")
+    return n
 
-    if not rows and not what_if:
-        if cfg.measure:
-            label = build or MEASURED_BUILD
-            ranks = [tp for tp, _pp, _ in splits(shape, gpus) if tp > 1]
-            made = inputs.measure_now(ranks, label, results_dir)
-            rows, paths = inputs.load_rows(made, label, results_dir) if made else ([], [])
-            if probed and topo is not None:
-                written = inputs.write_beside(topo, made)
-                if written:
-                    topo_source += f"; written beside the measured rows: {written[0]}"
-        elif gpus > 1:
-            raise InputError(
-                "advise: no collective rows; give run=DIR (gpulane sweep or nccl-tests output), "
-                "build=LABEL (rows under results_dir), measure=true (measure now), or "
-                "what_if=pcie:3x4 with topology=FILE (a projection)"
-            )
 
-    coll_rows = [r for r in rows if r.get("kind") == "collective"]
-    measured = MeasuredComm(coll_rows, build) if coll_rows else None
+def _measure_if_asked(cfg: AdviseConfig, got: _Inputs) -> None:
+    """Collective rows measured now (measure=true) when none were given; else the refusal
+    that names how to give some (one GPU needs none)."""
+    if got.rows or got.what_if:
+        return
+    if cfg.measure:
+        results_dir = str(cfg.results_dir)
+        label = got.build or MEASURED_BUILD
+        ranks = [tp for tp, _pp, _ in splits(got.shape, got.gpus) if tp > 1]
+        made = inputs.measure_now(ranks, label, results_dir)
+        got.rows, got.paths = inputs.load_rows(made, label, results_dir) if made else ([], [])
+        if got.probed and got.topo is not None:
+            written = inputs.write_beside(got.topo, made)
+            if written:
+                got.topo_source += f"; written beside the measured rows: {written[0]}"
+    elif got.gpus > 1:
+        raise InputError(
+            "advise: no collective rows; give run=DIR (gpulane sweep or nccl-tests output), "
+            "build=LABEL (rows under results_dir), measure=true (measure now), or "
+            "what_if=pcie:3x4 with topology=FILE (a projection)"
+        )
+
+
+def _projection(cfg: AdviseConfig, p2p: bool) -> Projection:
+    proj = cfg.projection or {}
+    extra = 0.0 if p2p else float(proj.get("host_staged_extra_latency_us") or 0.0)
+    return Projection(
+        dict(proj.get("efficiency") or {}), dict(proj.get("latency_us") or {}),
+        host_staged_extra_us=extra, p2p=p2p,
+    )  # fmt: skip
+
+
+def run(cfg: AdviseConfig) -> int:
+    got = _read_inputs(cfg)
+    errors = expected_errors(cfg.expected_error)
+    _measure_if_asked(cfg, got)
+    coll_rows = [r for r in got.rows if r.get("kind") == "collective"]
+    measured = MeasuredComm(coll_rows, got.build) if coll_rows else None
     given = None if str(cfg.gpu) == "auto" else str(cfg.gpu)
     prov = provenance(
-        rows, measured.build if measured else build, inputs.gpu_model(topo), topo_source, given
-    )
+        got.rows, measured.build if measured else got.build, inputs.gpu_model(got.topo),
+        got.topo_source, given,
+    )  # fmt: skip
     for warning in prov.warnings:
         print_warning(warning)
     spec = gpu_spec(
-        dict(cfg.gpu_specs),
-        prov.gpu_model,
-        _opt_float(cfg.hbm_gbps),
-        _opt_float(cfg.tflops),
+        dict(cfg.gpu_specs), prov.gpu_model, _opt_float(cfg.hbm_gbps), _opt_float(cfg.tflops),
         _opt_float(cfg.memory_gib),
-    )
-    calibration_text = None
-    if cfg.calibrate:
-        rows, calibration_text = _calibration(cfg, shape, rows, gpus, spec.memory_gib, build)
-    what_if_text = None
-    if what_if:
-        base = topo if topo is not None else synthetic_topology(gpus, spec.name)
-        topo, what_if_text = apply_what_if(base, what_if)
-
-    proj = cfg.projection or {}
-    comms = Comms(
-        measured,
-        Projection(dict(proj.get("efficiency") or {}), dict(proj.get("latency_us") or {})),
-        projected_only=what_if is not None,
-    )
-    build_label = what_if_text or (measured.build if measured else None) or "unmeasured build"
-    micro = None if str(cfg.micro_batches) == "auto" else int(cfg.micro_batches)
-    chunk, fraction = int(cfg.prefill_chunk_tokens), float(cfg.memory_fraction)
-    workloads = [
-        Workload(batch, input_len, output_len, dbytes, micro, chunk, fraction)
-        for input_len in input_lens
-        for output_len in output_lens
-        for batch in batches
-    ]
-    topology = topo if topo is not None else synthetic_topology(gpus, spec.name)
-    advice = advise(
-        shape, gpus, topology, comms, spec, workloads, build_label,
-        rows if cfg.calibrate else [],
     )  # fmt: skip
-
+    rows, calibration_text = got.rows, None
+    if cfg.calibrate:
+        rows, calibration_text = _calibration(
+            cfg, got.shape, rows, got.gpus, spec.memory_gib, got.build
+        )
+    topo, what_if_text = got.topo, None
+    if got.what_if:
+        base = topo if topo is not None else synthetic_topology(got.gpus, spec.name)
+        topo, what_if_text = apply_what_if(base, got.what_if)
+        if not got.p2p:
+            what_if_text += ", P2P off: collectives staged through host memory"
+    comms = Comms(measured, _projection(cfg, got.p2p), projected_only=got.what_if is not None)
+    build_label = what_if_text or (measured.build if measured else None) or "unmeasured build"
+    advice = advise(
+        got.shape, got.gpus, topo if topo is not None else synthetic_topology(got.gpus, spec.name),
+        comms, spec, _workloads(cfg, got), build_label, rows if cfg.calibrate else [], errors,
+    )  # fmt: skip
     info = {
-        "model": shape.name,
-        "gpus": gpus,
-        "gpu": asdict(spec),
-        "build": build_label,
-        "projection": what_if_text is not None,
-        "what_if": what_if,
-        "topology": topo_source,
-        "compute": advice.computes,
-        "collectives": advice.collectives,
-        "rows": len(rows),
-        "inputs": prov.to_dict(),
-        "calibration": calibration_text,
-    }
-    if fmt == "json":
-        doc = {
-            **info,
-            "model_text": MODEL_TEXT,
-            "refused": [{"tp": t, "pp": p, "why": w} for t, p, w in advice.refused],
-            "predictions": [p.to_dict() for p in advice.predictions],
-            "recommendations": [
-                {"input_len": i, "output_len": o, **r.to_dict()}
-                for i, o, r in advice.recommendations
-            ],
-        }
-        sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")
+        "model": got.shape.name, "gpus": got.gpus, "gpu": asdict(spec), "build": build_label,
+        "projection": what_if_text is not None, "what_if": got.what_if, "p2p": got.p2p,
+        "concurrency": cfg.concurrency not in (None, "", []), "topology": got.topo_source,
+        "compute": advice.computes, "collectives": advice.collectives, "rows": len(rows),
+        "inputs": prov.to_dict(), "calibration": calibration_text,
+    }  # fmt: skip
+    if got.fmt == "json":
+        sys.stdout.write(json.dumps(json_doc(info, advice), indent=2, default=str) + "\n")
         return 0
     print_tables(info, advice, prov.lines)
     return 0
+
+
+def _workloads(cfg: AdviseConfig, got: _Inputs) -> list[Workload]:
+    micro = None if str(cfg.micro_batches) == "auto" else int(cfg.micro_batches)
+    chunk, fraction = int(cfg.prefill_chunk_tokens), float(cfg.memory_fraction)
+    return [
+        Workload(batch, input_len, output_len, got.dbytes, micro, chunk, fraction)
+        for input_len in as_list(cfg.input_len, "input_len")
+        for output_len in as_list(cfg.output_len, "output_len")
+        for batch in got.batches
+    ]
 
 
 def _calibration(
@@ -210,79 +263,3 @@ def _calibration(
             "then give their run directories with run=, or add measure=true",
         ]
     )
-
-
-def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{100 * x:.0f}%"
-
-
-def print_tables(info: dict[str, Any], advice: Advice, lines: list[str]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    from gpulane.inference.memory import GiB
-
-    preds = advice.predictions
-    console = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
-    gpu = info["gpu"]
-    head = "PROJECTION (not measured): " if info["projection"] else ""
-    console.print(
-        f"# gpulane advise: {head}{info['model']} on {info['gpus']} x {gpu['name']}, "
-        f"build {info['build']}"
-    )
-    console.print(f"# topology: {info['topology']}")
-    for line in lines:
-        console.print(line, soft_wrap=True)  # one line each, paths whole
-    if info.get("calibration"):
-        for i, line in enumerate(str(info["calibration"]).split("\n")):
-            console.print(f"# {'calibration: ' if i == 0 else ''}{line}", markup=False)
-    for c in info["compute"]:
-        console.print(
-            f"# compute: {c} (HBM {gpu['hbm_gbps']:.0f} GB/s, {gpu['tflops']:.0f} TFLOP/s, "
-            f"{gpu['memory_gib']:.1f} GiB; {gpu['source']})"
-        )
-    for k, v in info["collectives"].items():
-        console.print(f"# {k} ranks: {v}")
-    keys = sorted({(p.input_len, p.output_len, p.batch) for p in preds})
-    for input_len, output_len, batch in keys:
-        t = Table(
-            title=f"{head}batch {batch}, input {input_len}, output {output_len}",
-            show_lines=False,
-        )
-        for name in ("split", "GPUs (TP groups)", "mem GiB/GPU", "TTFT ms", "prefill tok/s",
-                     "decode tok/s", "ITL ms", "all-reduce % dec/pre", "bubble % dec",
-                     "rule of thumb (decode)"):  # fmt: skip
-            t.add_column(name, justify="left" if name[0] in "sGr" else "right")
-        for p in preds:
-            if (p.input_len, p.output_len, p.batch) != (input_len, output_len, batch):
-                continue
-            mem = f"{p.memory.total / GiB:.1f}"
-            if not p.fits or p.decode is None or p.prefill is None:
-                t.add_row(p.name, p.placement.describe(), mem + " (no fit)", *["-"] * 7)
-                continue
-            path = f" [{p.placement.tp_label}]" if p.placement.tp_label and p.tp > 1 else ""
-            t.add_row(
-                p.name,
-                p.placement.describe() + path,
-                mem,
-                f"{p.prefill.time_ms:.1f}",
-                f"{p.prefill.tokens_per_s:.0f}",
-                f"{p.decode.tokens_per_s:.1f}",
-                f"{p.decode.time_ms:.2f}",
-                f"{_pct(p.decode.allreduce_share)}/{_pct(p.prefill.allreduce_share)}",
-                _pct(p.decode.bubble_share),
-                p.rule_decode.text() if p.rule_decode else "-",
-            )
-        console.print(t)
-    for tp, pp, why in advice.refused:
-        console.print(f"# {split_name(tp, pp)} not possible: {why}")
-    console.print(MODEL_TEXT)
-    console.print(
-        f"rule of thumb (seed document, shown beside the prediction, not used for it): "
-        f"bandwidth the TP all-reduces need to keep up with compute above "
-        f"{100 * RULE_OF_THUMB:.0f}% of the link: expect trouble"
-    )
-    for input_len, output_len, r in advice.recommendations:
-        console.print(f"\nrecommended for {r.goal} (input {input_len}, output {output_len}):")
-        for line in r.reasons:
-            console.print(f"  - {line}")
