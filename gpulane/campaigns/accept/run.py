@@ -141,8 +141,89 @@ def _rules_spec(cfg: AcceptConfig) -> dict[str, Any]:
     return {str(k): v for k, v in raw_rules.items()}
 
 
+@dataclass
+class _Inputs:
+    """What ``run_accept`` reads before anything is measured (so bad input costs nothing)."""
+
+    rules_spec: dict[str, Any]
+    allow_skip: list[str]
+    base_root: Path
+    baseline: Any
+    baseline_src: str | None
+    device: str
+    expected: Any
+    given: Any  # (topology, source) where topology= names one, else None (read later)
+
+
+@dataclass
+class _Rows:
+    """Where the rows come from: run=DIR, or the suite just run into a fresh group."""
+
+    paths: list[Path]
+    default_out: Path
+    build: str | None = None
+    steps: list[Step] = field(default_factory=list)
+    gpus: int = 0
+
+
 def run_accept(cfg: AcceptConfig, say: Say = stdout) -> Outcome:
     clock = _Clock()
+    inputs = _read_inputs(cfg)
+    rows = _gather_rows(cfg, inputs.device, clock, say)
+    try:
+        frame = load_frame(rows.paths)
+    except InputError:
+        if not rows.steps:
+            raise
+        frame = load_frame([])
+    topology, topology_src = inputs.given or resolve_topology(cfg.topology, rows.paths)
+    clock.lap("read")
+    doctor = accept_doctor(cfg.doctor, rows.paths, not cfg.run, rows.gpus, topology, topology_src)
+    found = findings_json(doctor)
+    clock.lap("doctor")
+    verdict = _judge(cfg, inputs, rows, frame, topology, found, doctor is not None)
+    clock.lap("rules")
+    if rows.steps and not cfg.run:  # measured here: a failed node-level collective is localized
+        named, step = localize_checks(
+            cfg, rows.paths[0], str(rows.build), verdict.checks, topology, found["findings"],
+            rows.gpus, say,
+        )  # fmt: skip
+        verdict.checks += named
+        rows.steps += [step] if step is not None else []
+        clock.lap("localize")
+    if frame.empty:
+        verdict.checks.insert(
+            0,
+            Check("suite", FAIL, "rows", "-", "no rows to check", description="rows were measured"),
+        )
+    out = _out_dir(cfg, rows.default_out, say)
+    outcome = Outcome(
+        verdict, frame, out, steps=rows.steps, baseline=inputs.baseline_src,
+        findings=found["findings"],
+    )  # fmt: skip
+    meta = _meta(verdict, frame, inputs, rows, topology_src)
+    (out / ACCEPT_JSON).write_text(
+        json.dumps({**meta, **verdict.to_dict(), **found}, indent=1, default=str),
+        encoding="utf-8",
+    )
+    outcome.files["accept.json"] = out / ACCEPT_JSON
+    _write_junit_html(cfg, outcome, inputs, rows, topology, topology_src, str(meta["build"]))
+    if outcome.files.get("report"):
+        clock.lap("report")
+    name = cfg.save_baseline if verdict.passed else None
+    if name:
+        _save_baseline(outcome, inputs, rows, topology, str(name), str(meta["build"]))
+        clock.lap("baseline")
+    outcome.seconds = clock.done()
+    # beside the verdict, for the record (benchmarks/accept): where an accept's time went
+    doc = json.loads((out / ACCEPT_JSON).read_text(encoding="utf-8"))
+    doc["seconds"] = outcome.seconds
+    (out / ACCEPT_JSON).write_text(json.dumps(doc, indent=1, default=str), encoding="utf-8")
+    return outcome
+
+
+def _read_inputs(cfg: AcceptConfig) -> _Inputs:
+    """Every input that can be wrong, read and checked before anything is measured."""
     rules_spec = _rules_spec(cfg)
     load_rules(rules_spec)  # a bad rule is an input error before anything is measured
     allow_skip = check_allow_skip(list(cfg.allow_skip or []), rules_spec)
@@ -161,147 +242,143 @@ def run_accept(cfg: AcceptConfig, say: Say = stdout) -> Outcome:
     # A topology given (a file, live) is read now: bad input before anything is measured.
     # Only topology=auto waits for the rows, to find the topology.json beside them.
     given = None if str(cfg.topology or "auto") == "auto" else resolve_topology(cfg.topology, [])
-    steps: list[Step] = []
-    gpus = 0
     if cfg.run is not None and not str(cfg.run).strip():
         raise InputError(
             "run: empty; give a run directory or rows file (or leave run out to measure)"
         )
+    return _Inputs(
+        rules_spec, allow_skip, base_root, baseline, baseline_src, device, expected, given
+    )
+
+
+def _gather_rows(cfg: AcceptConfig, device: str, clock: _Clock, say: Say) -> _Rows:
+    """run=DIR: the rows there; else the suite, run now into a fresh group directory."""
     if cfg.run:
         target = Path(str(cfg.run))
         if not target.exists():
             raise InputError(f"run: {target}: no such run directory or rows file")
         refuse_a_log(target, cfg.results_dir)
-        paths = [target]
         # a rows file's verdict goes into the results directory, not beside the file
         results = Path(str(cfg.results_dir or "runs"))
         default_out = target if target.is_dir() else results / f"{target.parent.name}-accept"
-        build = None
-    else:
-        gpus = 0 if device == "cpu" else gpu_count()
-        run = make_run_dir(cfg)
-        save_config(cfg, run, gpus=gpus, kind="accept")
-        build = run.build
-        say(f"# gpulane accept: build {build}, {gpus} GPU(s), group {run.path}")
-        clock.lap("setup")  # the rules read, the GPUs counted (NVML, else torch), the group
-        steps = run_suite(cfg, run.path, build, gpus, say)
-        clock.lap("suite")
-        paths = [run.path]
-        default_out = run.path
-    try:
-        frame = load_frame(paths)
-    except InputError:
-        if not steps:
-            raise
-        frame = load_frame([])
-    topology, topology_src = given or resolve_topology(cfg.topology, paths)
-    clock.lap("read")
-    doctor = accept_doctor(cfg.doctor, paths, not cfg.run, gpus, topology, topology_src)
-    found = findings_json(doctor)
-    clock.lap("doctor")
-    evidence: dict[str, Any] = {"doctor": found["findings"]} if doctor is not None else {}
-    trust = accept_p2p_trust(rules_spec, gpus) if not cfg.run else None
+        return _Rows([target], default_out)
+    gpus = 0 if device == "cpu" else gpu_count()
+    run = make_run_dir(cfg)
+    save_config(cfg, run, gpus=gpus, kind="accept")
+    say(f"# gpulane accept: build {run.build}, {gpus} GPU(s), group {run.path}")
+    clock.lap("setup")  # the rules read, the GPUs counted (NVML, else torch), the group
+    steps = run_suite(cfg, run.path, run.build, gpus, say)
+    clock.lap("suite")
+    return _Rows([run.path], run.path, run.build, steps, gpus)
+
+
+def _judge(
+    cfg: AcceptConfig,
+    inputs: _Inputs,
+    rows: _Rows,
+    frame: pd.DataFrame,
+    topology: Any,
+    found: dict[str, Any],
+    with_doctor: bool,
+) -> Verdict:
+    """The rule set over the rows, with the GPU count, the steps and the campaign checks."""
+    evidence: dict[str, Any] = {"doctor": found["findings"]} if with_doctor else {}
+    trust = accept_p2p_trust(inputs.rules_spec, rows.gpus) if not cfg.run else None
     if trust is not None:  # a p2p_trust rule: each GPU pair's collective, here and now
         evidence["p2p_trust"] = trust
     verdict = evaluate(
         frame,
-        rules_spec,
+        inputs.rules_spec,
         topology,
-        baseline,
+        inputs.baseline,
         evidence=evidence or None,
-        gpus=gpus if not cfg.run else None,
-        allow_skip=allow_skip,
+        gpus=rows.gpus if not cfg.run else None,
+        allow_skip=inputs.allow_skip,
     )
-    groups = [p for p in paths if p.is_dir()]
+    groups = [p for p in rows.paths if p.is_dir()]
     campaign = [c for g in groups for c in campaign_checks(g)]
     if any(c.status == FAIL for c in campaign):
-        for s in steps:
+        for s in rows.steps:
             if s.name == "sweep" and s.rc == RunFailed.exit_code and not s.note:
                 s.note = "the cluster campaign named what the campaign lines say"
-    counted, no_gpus = gpu_checks(expected, gpus, device) if not cfg.run else ([], [])
-    verdict.checks[:0] = counted + step_checks(steps, gpus) + campaign
-    verdict.missing[:0] = no_gpus
-    clock.lap("rules")
-    if steps and not cfg.run:  # measured here: a failed node-level collective is localized
-        named, step = localize_checks(
-            cfg, paths[0], str(build), verdict.checks, topology, found["findings"], gpus, say
-        )
-        verdict.checks += named
-        steps += [step] if step is not None else []
-        clock.lap("localize")
-    if frame.empty:
-        verdict.checks.insert(
-            0,
-            Check("suite", FAIL, "rows", "-", "no rows to check", description="rows were measured"),
-        )
-    out = _out_dir(cfg, default_out, say)
-    outcome = Outcome(
-        verdict, frame, out, steps=steps, baseline=baseline_src, findings=found["findings"]
+    counted, no_gpus = (
+        gpu_checks(inputs.expected, rows.gpus, inputs.device) if not cfg.run else ([], [])
     )
-    meta = {
+    verdict.checks[:0] = counted + step_checks(rows.steps, rows.gpus) + campaign
+    verdict.missing[:0] = no_gpus
+    return verdict
+
+
+def _meta(
+    verdict: Verdict, frame: pd.DataFrame, inputs: _Inputs, rows: _Rows, topology_src: Any
+) -> dict[str, Any]:
+    """accept.json's fields beside the verdict's: where the rows, rules and baseline came from."""
+    return {
         "verdict": verdict.status,
         "passed": verdict.passed,
-        "build": build or ", ".join(sorted({str(b) for b in frame["build"].dropna()})),
-        "rows_from": [str(p) for p in paths],
-        "rules": rules_spec,
+        "build": rows.build or ", ".join(sorted({str(b) for b in frame["build"].dropna()})),
+        "rows_from": [str(p) for p in rows.paths],
+        "rules": inputs.rules_spec,
         "topology": topology_src,
-        "baseline": baseline_src,
+        "baseline": inputs.baseline_src,
         "steps": [
             {"name": s.name, "command": s.command, "rc": s.rc, "note": s.note, "seconds": s.seconds}
-            for s in steps
+            for s in rows.steps
         ],
     }
-    (out / ACCEPT_JSON).write_text(
-        json.dumps({**meta, **verdict.to_dict(), **found}, indent=1, default=str),
-        encoding="utf-8",
-    )
-    outcome.files["accept.json"] = out / ACCEPT_JSON
+
+
+def _write_junit_html(
+    cfg: AcceptConfig,
+    outcome: Outcome,
+    inputs: _Inputs,
+    rows: _Rows,
+    topology: Any,
+    topology_src: Any,
+    build: str,
+) -> None:
+    """junit.xml and report.html where asked for (true: beside accept.json; else a path)."""
+    out, verdict, frame = outcome.out_dir, outcome.verdict, outcome.frame
     if cfg.junit:
         path = out / JUNIT_XML if cfg.junit is True else Path(str(cfg.junit))
         path.write_text(junit_xml(verdict), encoding="utf-8")
         outcome.files["junit"] = path
-    if cfg.html:
-        path = out / REPORT_HTML if cfg.html is True else Path(str(cfg.html))
-        title = f"gpulane accept: {meta['build']} ({verdict.status})"
-        path.write_text(
-            render_report(
-                without_one_rank(frame),  # said once in the verdict; no link's figure
-                topology,
-                verdict,
-                title=title,
-                sources=[str(p) for p in paths],
-                topology_source=topology_src,
-                rule_set=_rule_set_name(cfg),
-                baseline=baseline,
-                # the doctor's findings as accept.json (just written) holds them
-                findings=read_accept(out / ACCEPT_JSON, "accept").findings,
-                baseline_source=baseline_src,
-            ),
-            encoding="utf-8",
-        )
-        outcome.files["report"] = path
-        clock.lap("report")
-    name = cfg.save_baseline if verdict.passed else None
-    if name:
-        dirs = sorted({Path(d) for d in frame["run_dir"].dropna().unique()}) if len(frame) else []
-        outcome.stored_baseline = store_baseline(
-            dirs,
+    if not cfg.html:
+        return
+    path = out / REPORT_HTML if cfg.html is True else Path(str(cfg.html))
+    title = f"gpulane accept: {build} ({verdict.status})"
+    path.write_text(
+        render_report(
+            without_one_rank(frame),  # said once in the verdict; no link's figure
             topology,
-            base_root / str(name),
-            {
-                "name": str(name),
-                "from": [str(p) for p in paths],
-                "passed": verdict.passed,
-                "build": meta["build"],
-            },
-        )
-        clock.lap("baseline")
-    outcome.seconds = clock.done()
-    # beside the verdict, for the record (benchmarks/accept): where an accept's time went
-    doc = json.loads((out / ACCEPT_JSON).read_text(encoding="utf-8"))
-    doc["seconds"] = outcome.seconds
-    (out / ACCEPT_JSON).write_text(json.dumps(doc, indent=1, default=str), encoding="utf-8")
-    return outcome
+            verdict,
+            title=title,
+            sources=[str(p) for p in rows.paths],
+            topology_source=topology_src,
+            rule_set=_rule_set_name(cfg),
+            baseline=inputs.baseline,
+            # the doctor's findings as accept.json (just written) holds them
+            findings=read_accept(out / ACCEPT_JSON, "accept").findings,
+            baseline_source=inputs.baseline_src,
+        ),
+        encoding="utf-8",
+    )
+    outcome.files["report"] = path
+
+
+def _save_baseline(
+    outcome: Outcome, inputs: _Inputs, rows: _Rows, topology: Any, name: str, build: str
+) -> None:
+    """A passing run's rows and topology, stored as the baseline ``name`` for later runs."""
+    frame = outcome.frame
+    dirs = sorted({Path(d) for d in frame["run_dir"].dropna().unique()}) if len(frame) else []
+    outcome.stored_baseline = store_baseline(
+        dirs,
+        topology,
+        inputs.base_root / name,
+        {"name": name, "from": [str(p) for p in rows.paths], "passed": outcome.verdict.passed,
+         "build": build},
+    )  # fmt: skip
 
 
 class _Clock:
