@@ -12,7 +12,7 @@ from gpulane.config.commands import SweepConfig
 from gpulane.config.load import load_saved
 from gpulane.errors import InputError
 from gpulane.launch.base import LaunchSpec
-from gpulane.launch.registry import entry, launcher_config
+from gpulane.launch.registry import discover, entry, launcher_config
 from gpulane.rundir import CONFIG_FILE, RunDir, run_env
 from gpulane.session.sweep import session_for
 
@@ -21,6 +21,7 @@ def collect(run_dir: str | os.PathLike[str], wait: bool = True) -> int:
     path = Path(run_dir).resolve()
     if not (path / CONFIG_FILE).exists():
         raise InputError(f"{path}: no {CONFIG_FILE}; not a gpulane run directory")
+    discover()  # a plugin's configuration class, to read the saved launcher.* with
     cfg = load_saved(path, SweepConfig)
     timeout_s = float(cfg.timeout_s or 300)
     launcher = entry(launcher_config(cfg).name).launcher.attach(path, cfg, timeout_s)
