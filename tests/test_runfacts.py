@@ -37,7 +37,7 @@ def _rows() -> list[Row]:
                 in_place=bool(k % 2),
                 time_us=None if k == 3 else 1.5 + k,
                 wrong=1 if k == 1 else 0,
-                root=True if k == 5 else 1,  # type: ignore[arg-type]  # the type must survive
+                root=True if k == 5 else 1,  # the type must survive
                 env=env,
                 extra=extra,
                 status="error" if k == 1 else "ok",

@@ -81,6 +81,6 @@ def test_single_size() -> None:
         (("1K", "1Q", 2, None), "sizes.max"),
     ],
 )
-def test_bad_sizes(args: tuple, message: str) -> None:  # type: ignore[type-arg]
+def test_bad_sizes(args: tuple, message: str) -> None:
     with pytest.raises(InputError, match=message):
         size_steps(*args)

@@ -28,7 +28,7 @@ def tok(build: str, batch: int, step_us: float, share: float | None = 0.2) -> Ro
                                         {"op": "all_gather", "count": 1, "size_bytes": 999}]})  # fmt: skip
 
 
-def rows() -> list[dict]:  # type: ignore[type-arg]
+def rows() -> list[dict]:
     out = [coll("nvlink", s, t) for s, t in ((8192, 10.0), (65536, 20.0), (524288, 40.0))]
     out += [coll("nvlink", 65536, 99.0, dtype="float")]  # another dtype: not mixed in
     out += [coll("socket", s, t) for s, t in ((8192, 100.0), (524288, 900.0))]

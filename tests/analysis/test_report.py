@@ -46,8 +46,8 @@ def busbw_ratio_at_64m(builds: Path, build: str, reference: str = "nvlink") -> f
     """The geometric mean of build/reference all_reduce busbw over the figures both
     measured at 64 MiB and up, straight from the rows files."""
 
-    def medians(name: str) -> dict[tuple, float]:  # type: ignore[type-arg]
-        points: dict[tuple, list[float]] = {}  # type: ignore[type-arg]
+    def medians(name: str) -> dict[tuple, float]:
+        points: dict[tuple, list[float]] = {}
         for r in rows_of(builds / name):
             measured = r.kind == "collective" and r.op == "all_reduce" and r.status == "ok"
             if measured and (r.size_bytes or 0) >= 64 << 20 and (r.busbw_gbps or 0) > 0:

@@ -15,7 +15,7 @@ from gpulane.inference.sharding import max_rank_params
 CONF = Path(__file__).resolve().parents[2] / "gpulane" / "conf" / "model"
 
 
-def shipped(name: str):  # type: ignore[no-untyped-def]
+def shipped(name: str):
     return shape_from_config(OmegaConf.to_container(OmegaConf.load(CONF / f"{name}.yaml")))  # type: ignore[arg-type]
 
 

@@ -34,7 +34,7 @@ def small() -> ModelShape:
                       vocab_size=1024)  # fmt: skip
 
 
-def flat_curve_rows(t_us: float, ops: tuple[str, ...] = ("all_reduce", "all_gather")) -> list:  # type: ignore[type-arg]
+def flat_curve_rows(t_us: float, ops: tuple[str, ...] = ("all_reduce", "all_gather")) -> list:
     """A build whose collectives take ``t_us`` at every size (2 ranks)."""
     return [
         {"kind": "collective", "backend": "nccl", "op": op, "build": "flat", "world_size": 2,

@@ -69,7 +69,7 @@ def test_nvlink_pairs_keep_all_reduce_on_the_pairs() -> None:
     assert "keeps all-reduce on NV18" in text and "GPU0+GPU2 | GPU1+GPU3" in text
 
 
-def _tp2_explanation(rows: list[dict], build: str) -> str:  # type: ignore[type-arg]
+def _tp2_explanation(rows: list[dict], build: str) -> str:
     topo = Topology.from_json(json.loads(fixture_path("advise/topology-h200x2.json").read_text()))
     shape = model("llama3-8b")
     p = predict(shape, 2, 1, Workload(1, 1024, 64), Comms(MeasuredComm(rows), PROJ),

@@ -7,7 +7,7 @@ from gpulane.topology.lspci import parse_lspci_tree, parse_lspci_verbose
 from tests.topology.helpers import LSPCI, tabs_to_spaces, text, to_crlf
 
 
-def gpu(devices):  # type: ignore[no-untyped-def]
+def gpu(devices):
     return [d for d in devices if d.is_nvidia_gpu]
 
 

@@ -9,7 +9,7 @@ from gpulane.topology.topo_matrix import parse_topo_matrix
 from tests.topology.helpers import H200, OLD_SOC, TOPO, tabs_to_spaces, text, to_crlf
 
 
-def row(m, name: str) -> list[str]:  # type: ignore[no-untyped-def]
+def row(m, name: str) -> list[str]:
     return ["X" if name == other else m.labels[(name, other)] for other in m.names]
 
 

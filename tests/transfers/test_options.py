@@ -48,7 +48,7 @@ def test_help_lists_examples(tmp_path: Path) -> None:
     assert "sizes.max" in res.stdout  # every key with its meaning (gpulane copy --help)
 
 
-def _cfg(*overrides: str):  # type: ignore[no-untyped-def]
+def _cfg(*overrides: str):
     with initialize_config_module(config_module="gpulane.conf", version_base="1.3"):
         return compose(config_name="copy", overrides=list(overrides))
 

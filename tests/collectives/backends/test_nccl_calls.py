@@ -43,7 +43,7 @@ def test_codes_are_ncclh_enums() -> None:
         ("alltoall", 0, "allto_all", (SEND, RECV, 131072, 9)),
     ],
 )
-def test_call_arguments(op: str, rank: int, fn: str, args: tuple) -> None:  # type: ignore[type-arg]
+def test_call_arguments(op: str, rank: int, fn: str, args: tuple) -> None:
     point = plan_point(op, 1 << 20, "bfloat16", "max", 3, 4)
     (call,) = nccl_calls(point, rank)
     assert call.fn == fn
@@ -68,7 +68,7 @@ class NumpyLayout(Backend):
     def empty(self, n: int, dtype: str) -> np.ndarray:
         return np.zeros(n, dtype=DTYPES[dtype].numpy_name)
 
-    def launch(self, point: Point, bufs) -> None:  # type: ignore[no-untyped-def,override]
+    def launch(self, point: Point, bufs) -> None:
         raise AssertionError
 
     def time_loop(self, fn: Callable[[], None], iters: int) -> list[float]:

@@ -516,7 +516,7 @@ def test_runs_handed_over_in_parts_give_the_same_rows(path: Path) -> None:
     def plain(row: Row) -> dict[str, object]:
         data = row.to_dict()
         data.pop("started_at")
-        facts = data["extra"].pop("nccl_tests")  # type: ignore[attr-defined]
+        facts = data["extra"].pop("nccl_tests")
         return {**data, "test": facts["test_index"]}
 
     whole = rows_from_file(path)
