@@ -30,13 +30,14 @@ from gpulane.analysis.reference.table import (
 from gpulane.record import Row, frame_rows
 from gpulane.units import format_size
 
-NORMAL, BELOW, ABOVE, MEETS, SHORT, NONE = (
+NORMAL, BELOW, ABOVE, MEETS, SHORT, NONE, SELF = (
     "normal",
     "below",
     "above",
     "meets",
     "short",
     "none",
+    "self",  # the only reference is a range made from this very run
 )
 
 
@@ -137,8 +138,19 @@ def facts_of(row: Row) -> Facts:
         graph=row.graph if isinstance(row.graph, bool) else None,
         link=_pcie_link(extra),
         host_memory=_text(extra.get("host_memory")),
-        p2p=False if str(env.get("NCCL_P2P_DISABLE", "")).strip() == "1" else None,
+        p2p=p2p_state(env, row.transport),
     )
+
+
+def p2p_state(env: Mapping[str, Any], transport: Any) -> bool | None:
+    """GPU peer-to-peer on (True), off (False) or unknown, from the switch or NCCL's own
+    transport line (``P2P/CUMEM`` on; ``SHM``/``NET`` only: off)."""
+    if str(env.get("NCCL_P2P_DISABLE", "")).strip() == "1":
+        return False
+    used = _text(transport) or ""
+    if "P2P" in used:
+        return True
+    return False if ("SHM" in used or "NET" in used) else None
 
 
 def _pcie_link(extra: Mapping[str, Any]) -> str | None:
@@ -205,6 +217,8 @@ class Judgement:
     facts: Facts
     entry: Entry | None
     also: int = 0  # further entries that hold
+    nearest: str = ""  # with no reference: the nearest figure, and how it differs
+    self_source: str = ""  # an entry made from this run that was left out (its source)
 
     @property
     def fallback(self) -> str:
@@ -220,16 +234,27 @@ class Judgement:
     def text(self) -> str:
         v = f"{self.value:.3g} {self.unit}" if self.value < 100 else f"{self.value:.0f} {self.unit}"
         e = self.entry
+        if self.status == SELF:
+            return (
+                f"{v}: reference is this run itself (the range of {self.self_source} was "
+                f"made from this run), not an independent figure; no other reference for "
+                f"{self.facts.machine()}"
+            )
         if e is None:
-            return f"{v}: no reference for {self.facts.machine()}"
+            near = f"; nearest: {self.nearest}" if self.nearest else ""
+            return f"{v}: no reference for {self.facts.machine()}{near}"
         runs = f", {e.runs} run{'s' if e.runs != 1 else ''}" if e.runs else ""
         notes = []
         if e.nccl and not self.facts.nccl:
             notes.append("the rows do not name their NCCL version")
         if e.nvls is not None and self.facts.nvls is None:
             notes.append("the rows do not say whether NVLS was on")
+        if e.p2p is not None and self.facts.p2p is None:
+            notes.append("the rows do not say whether P2P was on")
         if self.fallback:
             notes.append(f"{self.fallback}: no figure for this GPU, used {e.source}'s")
+        if self.self_source:
+            notes.append(f"{self.self_source}'s range is this run itself, left out")
         note = f"; {'; '.join(notes)}" if notes else ""
         also = f"; {self.also} more in `gpulane reference list`" if self.also else ""
         if e.high is None:
@@ -245,19 +270,113 @@ class Judgement:
         )
 
 
-def judge(value: float, facts: Facts, table: ReferenceTable, metric: str) -> Judgement:
+def judge(
+    value: float, facts: Facts, table: ReferenceTable, metric: str, run_id: str | None = None
+) -> Judgement:
+    """Where ``value`` falls against the best entry for ``facts``. An entry made from the
+    run ``run_id`` itself is never the verdict's basis: the next independent one is, or
+    the verdict says that the only reference is this run."""
     unit = UNITS.get(metric, "")
-    found = sorted(
-        (e for e in table.entries if e.metric == metric and matches(e, facts)), key=_rank
-    )
-    if not found:
-        return Judgement(value, unit, NONE, facts, None)
-    e = found[0]
+    found = candidates(facts, table, metric)
+    own = [e for e in found if run_id and run_id in e.run_ids]
+    independent = [e for e in found if e not in own]
+    if not independent:
+        if own:
+            return Judgement(value, unit, SELF, facts, own[0], self_source=own[0].source)
+        return Judgement(value, unit, NONE, facts, None, nearest=nearest(facts, table, metric))
+    e = independent[0]
     if e.high is None:
         status = MEETS if value >= e.low else SHORT
     else:
         status = NORMAL if e.low <= value <= e.high else BELOW if value < e.low else ABOVE
-    return Judgement(value, unit, status, facts, e, also=len(found) - 1)
+    left_out = own[0].source if own and _rank(own[0]) <= _rank(e) else ""
+    return Judgement(
+        value, unit, status, facts, e, also=len(independent) - 1, self_source=left_out
+    )
+
+
+def candidates(facts: Facts, table: ReferenceTable, metric: str) -> list[Entry]:
+    """The entries that hold for ``facts``, best first (see ``_rank``)."""
+    entries = table.for_figure(metric, facts.kind, facts.op)
+    key = ("candidates", facts, metric)
+    if key not in table.memo:
+        table.memo[key] = sorted((e for e in entries if matches(e, facts)), key=_rank)
+    found: list[Entry] = table.memo[key]
+    return found
+
+
+# How far an entry is from a figure, key by key: the nearest is the one with the least
+# weight of differences; GPU model and link first, as they decide the figure most.
+_WEIGHTS = (
+    ("other GPU", 8),
+    ("other link", 6),
+    ("other node count", 6),
+    ("other count", 4),
+    ("other path", 4),
+    ("other NCCL switches", 2),
+    ("P2P other", 2),
+    ("other memory", 2),
+    ("other size", 1),
+    ("other NCCL version", 1),
+)
+
+
+def differences(entry: Entry, facts: Facts) -> list[str]:
+    """What ``entry`` was measured on that ``facts`` were not, in words."""
+    out = []
+    if not any_gpu(entry) and (
+        facts.gpu is None or model_key(facts.gpu) not in {model_key(g) for g in entry.gpu}
+    ):
+        out.append("other GPU")
+    if entry.link is not None and entry.link != facts.link:
+        out.append("other link")
+    if entry.nodes != facts.nodes:
+        out.append("other node count")
+    if entry.world_size and entry.world_size != facts.world_size:
+        out.append("other count")
+    if entry.path != "*" and entry.path != facts.path:
+        out.append("other path")
+    if entry.kind == "collective" and entry.env != facts.env:
+        out.append("other NCCL switches")
+    if entry.p2p is not None and facts.p2p is not None and entry.p2p != facts.p2p:
+        out.append("P2P other")
+    if (entry.memory is not None and entry.memory != facts.memory) or (
+        entry.host_memory and facts.host_memory and entry.host_memory != facts.host_memory
+    ):
+        out.append("other memory")
+    if facts.size is None or not entry.size_min <= facts.size <= entry.size_max:
+        out.append("other size")
+    if entry.nccl and facts.nccl and not _same_version(facts.nccl, entry.nccl):
+        out.append("other NCCL version")
+    return out
+
+
+def nearest(facts: Facts, table: ReferenceTable, metric: str) -> str:
+    """``same GPU, other count: 8× GeForce RTX 5090 PIX 28–35 at ≥ 1 GiB (NVIDIA/nccl#1639)``:
+    the entry nearest to a figure that has none, named and never used for a verdict."""
+    key = ("nearest", facts, metric)
+    if key not in table.memo:
+        table.memo[key] = _nearest(facts, table, metric)
+    text: str = table.memo[key]
+    return text
+
+
+def _nearest(facts: Facts, table: ReferenceTable, metric: str) -> str:
+    weight = dict(_WEIGHTS)
+    best: tuple[int, list[str], Entry] | None = None
+    for e in table.for_figure(metric, facts.kind, facts.op):
+        diffs = differences(e, facts)
+        score = sum(weight[d] for d in diffs)
+        if best is None or score < best[0]:
+            best = (score, diffs, e)
+    if best is None:
+        return ""
+    _, diffs, e = best
+    same = "same GPU" if "other GPU" not in diffs and not any_gpu(e) else ""
+    same = same or ("same link" if e.link and "other link" not in diffs else "")
+    how = ", ".join([s for s in (same,) if s] + diffs) or "same machine"
+    rng = f"≥ {e.low:g}" if e.high is None else f"{e.low:g}–{e.high:g}"
+    return f"{how}: {e.machine()} {e.op} {rng} {e.unit} at {e.band()} ({e.source})"
 
 
 def judge_frame(
@@ -269,17 +388,23 @@ def judge_frame(
     if frame.empty:
         return out
     ok = frame[(frame["status"] == "ok") & frame["kind"].isin(list(METRIC_OF_KIND))]
+    ok = ok[ok["kind"] != "tokens"].reset_index(drop=True)
     keys = [*by, "build", "kind", "op", "world_size", "nodes", "path", "graph", "size_bytes"]
     keys = [k for k in keys if k in ok.columns]
-    for _, group in ok.groupby([ok[k].astype(str) for k in keys], sort=False, dropna=False):
-        first = {str(k): v for k, v in group.iloc[0].to_dict().items()}
-        metric = METRIC_OF_KIND[str(first["kind"])]
+    groups = list(ok.groupby([ok[k].astype(str) for k in keys], sort=False, dropna=False))
+    if not groups:
+        return out
+    # one Row per figure, made in one pass (a Row per group costs a frame conversion each)
+    firsts = frame_rows(ok.iloc[[int(g.index[0]) for _, g in groups]])
+    for (_, group), row in zip(groups, firsts, strict=True):
+        metric = METRIC_OF_KIND[str(row.kind)]
         values = pd.to_numeric(group[metric], errors="coerce").dropna()
-        if values.empty or first["kind"] == "tokens":
+        if values.empty:
             continue
         value = float(values.median())
         if not math.isfinite(value):
             continue
-        facts = facts_of(frame_rows(group.iloc[[0]])[0])
-        out.append((first, judge(value, facts, table, metric)))
+        first = {str(k): v for k, v in group.iloc[0].to_dict().items()}
+        run_id = _text(first.get("run_id"))
+        out.append((first, judge(value, facts_of(row), table, metric, run_id)))
     return out

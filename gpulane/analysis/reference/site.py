@@ -82,6 +82,7 @@ def entries_from_frame(
                 link=f.link if copy else None,
                 host_memory=f.host_memory if copy else None,
                 runs=len(runs),
+                run_ids=tuple(sorted(runs)),
                 conditions=conditions,
             )
         )

@@ -27,6 +27,7 @@ from gpulane.errors import InputError
 from gpulane.units import format_size, parse_size
 
 SITE_FILE = "reference.yaml"
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 ORIGINS = ("site", "measured", "published", "threshold")
 METRIC_OF_KIND = {"collective": "busbw_gbps", "copy": "algbw_gbps", "tokens": "tokens_per_s"}
 ANY_GPU = "*"  # an entry for every GPU model: a figure decided by the link alone
@@ -75,6 +76,7 @@ class Entry:
     host_memory: str | None = None  # copies: NUMA-local or remote host memory; None: either
     p2p: bool | None = None  # collectives: GPU peer access on (True) or off; None: either
     runs: int | None = None
+    run_ids: tuple[str, ...] = ()  # the gpulane runs the range was made from (self-judging)
     conditions: str = ""
     where: str = ""  # the table file the entry was read from
 
@@ -118,7 +120,7 @@ class Entry:
         for k, v in asdict(self).items():
             if k == "where":
                 continue
-            if k == "gpu":
+            if k in ("gpu", "run_ids"):
                 v = list(v)
             elif k == "env":
                 v = dict(v)
@@ -154,6 +156,9 @@ def _entry(raw: Mapping[str, Any], where: str, index: int) -> Entry:
     data = dict(raw)
     gpus = data["gpu"] if isinstance(data["gpu"], list) else [data["gpu"]]
     data["gpu"] = tuple(str(g) for g in gpus)
+    if data.get("run_ids") is not None:
+        ids = data["run_ids"] if isinstance(data["run_ids"], list) else [data["run_ids"]]
+        data["run_ids"] = tuple(str(r) for r in ids)
     if "size" in data:  # one size: size_min = size_max
         data["size_min"] = data["size_max"] = data.pop("size")
     for key in ("size_min", "size_max"):
@@ -180,7 +185,9 @@ def _entry(raw: Mapping[str, Any], where: str, index: int) -> Entry:
 def read_table(path: Path) -> list[Entry]:
     """The entries of one YAML table file."""
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        # the C loader where PyYAML has it: the shipped tables are a few thousand lines,
+        # read on every `results`, and the pure-Python loader spends about a second on them
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_LOADER)
     except OSError as err:
         raise InputError(f"reference table {path}: cannot read: {err.strerror or err}") from err
     except yaml.YAMLError as err:
@@ -210,6 +217,22 @@ def site_tables(results_dir: str | os.PathLike[str] | None = None) -> list[Path]
 @dataclass
 class ReferenceTable:
     entries: list[Entry] = field(default_factory=list)
+    _index: dict[tuple[str, str, str], list[Entry]] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
+    # what the judge found for a figure's facts: figures of one machine share it
+    memo: dict[Any, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def for_figure(self, metric: str, kind: str, op: str) -> list[Entry]:
+        """The entries for one metric, kind and op, in table order: the table is indexed
+        once, so judging a figure looks at its own few entries, not the whole table."""
+        if self._index is None or sum(map(len, self._index.values())) != len(self.entries):
+            index: dict[tuple[str, str, str], list[Entry]] = {}
+            for e in self.entries:
+                index.setdefault((e.metric, e.kind, e.op), []).append(e)
+            self._index = index
+            self.memo.clear()
+        return self._index.get((metric, kind, op), [])
 
     @classmethod
     def load(

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from gpulane.analysis.reference import ReferenceTable, facts_of, judge, reference_lines
-from gpulane.analysis.reference.table import read_table, shipped_tables
+from gpulane.analysis.reference.table import Entry, read_table, shipped_tables
 from gpulane.analysis.store import frame_from_rows
 from gpulane.record import Row
 
@@ -181,12 +181,47 @@ def test_shipped_tables_read_and_cite() -> None:
                     assert (ROOT / cited).exists(), f"{p.name}: cites {cited}, not in the repo"
 
 
-def test_committed_h200_run_is_normal_for_itself() -> None:
+def test_committed_h200_run_is_its_own_reference_never_normal() -> None:
+    # issue 44 item 10: the shipped 2x H200 range was made from this very run, so judging
+    # the run against it says so; the same figure from another run is judged normally
     from gpulane.analysis.store import load_frame
 
     frame = load_frame(
         [ROOT / "benchmarks/collectives/h200x2-issue20/runs/20261123-053007-plain-big-9a69"]
     )
     frame = frame[(frame["op"] == "all_reduce") & (frame["size_bytes"] == 8 * GIB)]
-    lines = reference_lines(frame, table=ReferenceTable.load())
-    assert len(lines) == 1 and "normal for 2× H200 NV18 without NVLS" in lines[0], lines
+    table = ReferenceTable.load()
+    (line,) = reference_lines(frame, table=table)
+    assert "reference is this run itself" in line and "normal" not in line, line
+    other = frame.assign(run_id="another-run", build="another")
+    (line,) = reference_lines(other, table=table)
+    assert "normal for 2× H200 NV18 without NVLS" in line and "itself" not in line, line
+
+
+def _site_entry(
+    run_ids: tuple[str, ...],
+    origin: str = "site",
+    low: float = 330.0,
+    high: float = 350.0,
+    source: str = "site runs",
+) -> Entry:
+    return Entry(
+        gpu=("NVIDIA H200",), path="NV18", world_size=4, op="all_reduce", low=low, high=high,
+        source=source, cite="runs/r1", origin=origin, size_min=8 * GIB, size_max=8 * GIB,
+        run_ids=run_ids,
+    )  # fmt: skip
+
+
+def test_self_made_entry_is_left_out_for_an_independent_one() -> None:
+    # a site range made from run r1 and a published one both hold: r1 is judged against
+    # the published one only, and the line names the range it left out
+    facts = facts_of(row(4, 340.0, size=8 * GIB, run="r1"))
+    own = _site_entry(("r1", "r2"))
+    published = _site_entry((), origin="published", low=300.0, high=360.0, source="nccl#1")
+    table = ReferenceTable([own, published])
+    j = judge(340.0, facts, table, "busbw_gbps", run_id="r1")
+    assert j.status == "normal" and j.entry is published
+    assert "site runs's range is this run itself, left out" in j.text()
+    assert judge(340.0, facts, table, "busbw_gbps", run_id="r3").entry is own
+    alone = judge(340.0, facts, ReferenceTable([own]), "busbw_gbps", run_id="r2")
+    assert alone.status == "self" and "reference is this run itself" in alone.text()
