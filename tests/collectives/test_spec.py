@@ -144,7 +144,7 @@ def test_redop_and_root_normalised_as_nccl_tests_prints() -> None:
         (lambda: plan_point("broadcast", 64, "float", "sum", 2, 2), "root: 2"),
     ],
 )
-def test_bad_names_are_input_errors(call, message: str) -> None:  # type: ignore[no-untyped-def]
+def test_bad_names_are_input_errors(call, message: str) -> None:
     with pytest.raises(InputError, match=message):
         call()
 
