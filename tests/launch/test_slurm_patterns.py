@@ -69,13 +69,13 @@ def group_run(cfg: Any) -> RunDir:
 def test_pattern_settings_expand_the_hostlist(tmp_path: Path) -> None:
     cfg = cfg_for(tmp_path, pattern="pairs", nodelist="gpu[01-04]", outlier_fraction=0.2)
     s = settings(cfg)
-    ps = pattern_settings(cfg, s.pattern, s.partition)
+    ps = pattern_settings(cfg, None)  # the nodes named: the launcher is not asked
     assert s.pattern == "pairs" and ps.nodes == NODES and ps.outlier_fraction == 0.2
     cfg.launcher.nodelist = ["a1", "b2"]  # a YAML list is a hostlist too
-    assert pattern_settings(cfg, s.pattern, s.partition).nodes == ["a1", "b2"]
+    assert pattern_settings(cfg, None).nodes == ["a1", "b2"]
     cfg.launcher.outlier_fraction = 1.5
     with pytest.raises(InputError, match="outlier_fraction"):
-        pattern_settings(cfg, s.pattern, s.partition)
+        pattern_settings(cfg, None)
     cfg.launcher.pattern = "triangles"
     with pytest.raises(InputError, match=r"launcher\.pattern"):
         settings(cfg)
@@ -87,6 +87,9 @@ def dry_plan(tmp_path: Path, pattern: str, **launcher: Any) -> list[dict[str, An
     assert run_slurm(cfg, run, {}, "x:y") == 0
     assert not [p for p in run.path.iterdir() if p.is_dir()]  # nothing submitted
     plan: list[dict[str, Any]] = json.loads((run.path / "plan.json").read_text())
+    for p in plan:  # each job named after its element's run (not gpulane-None)
+        assert f"--job-name=gpulane-{run.run_id}.{p['label']}" in p["command"].split()
+        p["sbatch"] = p.pop("command").split()[1:]  # the launcher's words: sbatch OPTIONS
     return plan
 
 
@@ -390,7 +393,7 @@ def test_pattern_under_multirun_is_refused(tmp_path: Path) -> None:
         timeout=60,
     )
     assert res.returncode == 2, res.stdout + res.stderr
-    assert "launcher.pattern=per-node submits its own jobs; run it without -m" in res.stderr
+    assert "campaign.pattern=per-node submits its own jobs; run it without -m" in res.stderr
 
 
 def test_settings_pack_default_off() -> None:
@@ -447,7 +450,7 @@ def test_pairs_across_two_hosts(slurm_pair: dict[str, str], tmp_path: Path) -> N
         slurm_pair,
         "sweep",
         "launcher=slurm",
-        "launcher.pattern=pairs",
+        "campaign.pattern=pairs",  # the campaign key in its own place
         *SMALL,
         f"results_dir={tmp_path}",
     )
