@@ -30,7 +30,7 @@ from gpulane.session.packing import finish_packing, start_packing
 BASIC_LAUNCHER = "hydra._internal.core_plugins.basic_launcher.BasicLauncher"
 
 
-class SlurmArrayCallback(Callback):  # type: ignore[misc]
+class SlurmArrayCallback(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         if not str(config.hydra.launcher.get("_target_", "")).endswith("SlurmLauncher"):
             return
