@@ -6,6 +6,9 @@ command line, and the process exits with the error's ``exit_code``.
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
+
 
 class GpulaneError(Exception):
     """An error whose message tells the user what is wrong and what to do."""
@@ -84,3 +87,10 @@ def _write(stream: object, text: str) -> None:
         stream.flush()  # type: ignore[attr-defined]
     except (OSError, ValueError):
         pass
+
+
+def did_you_mean(given: object, choices: Iterable[str]) -> str:
+    """``"; did you mean 'float'?"`` for a word close to one of ``choices`` (a typo such as
+    ``flaot``), else ``""``: the tail an unknown-word error puts after the word."""
+    close = difflib.get_close_matches(str(given).strip().lower(), list(choices), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from gpulane.collectives.values import Array, ArrayOps, reduced, value
-from gpulane.errors import InputError
+from gpulane.errors import InputError, did_you_mean
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,10 @@ def dtype(name: str) -> DType:
     key = str(name).strip().lower()
     key = DTYPE_ALIASES.get(key, key)
     if key not in DTYPES:
-        raise InputError(f"dtype: unknown type {name!r}; choose one of {', '.join(DTYPES)}")
+        raise InputError(
+            f"dtype: unknown type {name!r}{did_you_mean(key, DTYPES)}; "
+            f"choose one of {', '.join(DTYPES)}"
+        )
     return DTYPES[key]
 
 
@@ -296,7 +299,8 @@ def collective(name: str) -> CollectiveSpec:
     key = COLLECTIVE_ALIASES.get(key, key)
     if key not in COLLECTIVES:
         raise InputError(
-            f"collective: unknown collective {name!r}; choose from {', '.join(COLLECTIVES)}"
+            f"collective: unknown collective {name!r}{did_you_mean(key, COLLECTIVES)}; "
+            f"choose from {', '.join(COLLECTIVES)}"
         )
     return COLLECTIVES[key]
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
@@ -232,3 +233,18 @@ def test_point_keeps_what_was_asked() -> None:
     assert p.requested_bytes == 1000
     assert (p.redop, p.root) == ("none", -1)  # no redop, no root: as nccl-tests prints
     assert p.size_bytes == 4 * 60 * 4  # 250 floats -> 62 per rank -> 60 (16-byte shares)
+
+
+@pytest.mark.parametrize(
+    ("ask", "given", "meant"),
+    [
+        (dtype, "flaot", "float"),
+        (dtype, "BFLOAT61", "bfloat16"),
+        (collective, "al_gather", "all_gather"),
+        (collective, "reduce-scater", "reduce_scatter"),
+    ],
+)
+def test_a_typo_is_answered_with_the_name_meant(ask: Any, given: str, meant: str) -> None:
+    with pytest.raises(InputError) as err:
+        ask(given)
+    assert f"{given!r}; did you mean {meant!r}?; choose " in str(err.value)

@@ -114,9 +114,9 @@ MISTAKES = [
     (["history", "{RUN}", "--build", "pcie"], ["--build pcie", "pcie-host"], []),
     # issue 44.6 and 44.12: every -m value checked before the first run; bits are no size;
     # NCCL_* env on gloo refused as presets are
-    (["sweep", "-m", "device=cpu", "dtype=float,flaot"], ["'flaot'", "choose one of"], []),
+    (["sweep", "-m", "device=cpu", "dtype=float,flaot"], ["'flaot'", "did you mean 'float'?", "choose one of"], []),
     (["sweep", "-m", "device=cpu", "collectives=all_reduce,all_redcue"],
-     ["'all_redcue'", "choose from"], []),
+     ["'all_redcue'", "did you mean 'all_reduce'?", "choose from"], []),
     (["sweep", "device=cpu", "sizes.max=1Gb"], ["sizes.max", "bits", "'1G' or '1GiB'"], []),
     (["sweep", "device=cpu", "+env.NCCL_ALGO=Ring"], ["env.NCCL_ALGO", "gloo"], []),
 ]  # fmt: skip
