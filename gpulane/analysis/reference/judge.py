@@ -290,9 +290,7 @@ def judge(
     else:
         status = NORMAL if e.low <= value <= e.high else BELOW if value < e.low else ABOVE
     left_out = own[0].source if own and _rank(own[0]) <= _rank(e) else ""
-    return Judgement(
-        value, unit, status, facts, e, also=len(independent) - 1, self_source=left_out
-    )
+    return Judgement(value, unit, status, facts, e, also=len(independent) - 1, self_source=left_out)
 
 
 def candidates(facts: Facts, table: ReferenceTable, metric: str) -> list[Entry]:
