@@ -205,6 +205,15 @@ class MeasuredComm:
             return CommTime(
                 got.time_us, got.source + " (as 2-rank all_gather of 2x)", got.extrapolated
             )
+        if not groups and op == "all_gather" and self.has("all_reduce", n):
+            # a ring all_gather of S bytes moves the bus bytes of an all_reduce of S / 2
+            # ((n-1)/n x S against 2(n-1)/n x S / 2): the build's own curve, not a projection
+            got = self.time("all_reduce", n, max(1, size // 2), eager)
+            if got is None:
+                return None
+            return CommTime(
+                got.time_us, got.source + " (as all_reduce of half the bytes)", got.extrapolated
+            )
         if not groups:
             return None
         chosen = next((g for g in groups if g.curve.sizes[0] <= size <= g.curve.sizes[-1]), None)
