@@ -74,6 +74,11 @@ class GpuState:
     power_limit_w: float | None = None
     sm_clock_mhz: int | None = None
     sm_clock_max_mhz: int | None = None
+    # NVML's error when the GPU stopped answering while it was read (GPU is lost): what
+    # else ran on it is then unknown, never "nothing"
+    lost: str | None = None
+    mig: bool | None = None  # MIG mode on (None: NVML cannot tell)
+    mig_devices: int | None = None
 
     @property
     def held_down(self) -> list[str]:
@@ -83,6 +88,8 @@ class GpuState:
         """``GPU2 runs pid 1967 (python3, 100 %, 1.9 GiB) and its clocks are held at its
         power cap``; empty when there is nothing to say."""
         said = []
+        if self.lost:
+            said.append(f"could not be read through NVML ({self.lost})")
         if self.foreign:
             said.append("runs " + ", ".join(p.words() for p in self.foreign))
         if self.held_down:
@@ -107,6 +114,9 @@ class GpuState:
             "power_limit_w": self.power_limit_w,
             "sm_clock_mhz": self.sm_clock_mhz,
             "sm_clock_max_mhz": self.sm_clock_max_mhz,
+            "lost": self.lost,
+            "mig": self.mig,
+            "mig_devices": self.mig_devices,
             "words": self.words(),
         }
 
@@ -182,6 +192,11 @@ def gpu_states(capture: dict[str, Any], own_pids: set[int] | None = None) -> lis
                 power_limit_w=limit / 1e3 if limit is not None else None,
                 sm_clock_mhz=_int_or_none(g.get("sm_clock_mhz")),
                 sm_clock_max_mhz=_int_or_none(g.get("sm_clock_max_mhz")),
+                lost=str(g.get("lost") or g["unread"])
+                if g.get("lost") or g.get("unread")
+                else None,
+                mig=g["mig"] if isinstance(g.get("mig"), bool) else None,
+                mig_devices=_int_or_none(g.get("mig_devices")),
             )
         )
     return out
@@ -191,10 +206,22 @@ def _int_or_none(v: Any) -> int | None:
     return int(v) if isinstance(v, int | float) else None
 
 
-def _try(fn: Any, *args: Any) -> Any:
+def _errors(nvml: Any) -> tuple[type[BaseException], type[BaseException] | None]:
+    """The binding's error class, and its class for a GPU that fell off the bus
+    (NVML_ERROR_GPU_IS_LOST; None in a binding without it)."""
+    lost = getattr(nvml, "NVMLError_GpuIsLost", None)
+    return nvml.NVMLError, lost if isinstance(lost, type) else None
+
+
+def _try(nvml: Any, fn: Any, *args: Any) -> Any:
+    """fn(*args), or None when NVML cannot say; a lost GPU is not "cannot say": it raises,
+    so that the GPU is recorded as lost instead of as a GPU with nothing on it."""
+    error, lost = _errors(nvml)
     try:
         return fn(*args)
-    except Exception:
+    except error as err:
+        if lost is not None and isinstance(err, lost):
+            raise
         return None
 
 
@@ -202,9 +229,60 @@ def _text(v: Any) -> Any:
     return v.decode(errors="replace") if isinstance(v, bytes) else v
 
 
+def _mig(nvml: Any, h: Any) -> dict[str, Any]:
+    """MIG mode and how many MIG devices the GPU holds ({} when NVML cannot tell)."""
+    mode = (
+        _try(nvml, nvml.nvmlDeviceGetMigMode, h) if hasattr(nvml, "nvmlDeviceGetMigMode") else None
+    )
+    if not mode:
+        return {}
+    on = bool(mode[0])
+    out: dict[str, Any] = {"mig": on}
+    if on and hasattr(nvml, "nvmlDeviceGetMigDeviceHandleByIndex"):
+        most = _try(nvml, nvml.nvmlDeviceGetMaxMigDeviceCount, h) or 0
+        found = [_try(nvml, nvml.nvmlDeviceGetMigDeviceHandleByIndex, h, j) for j in range(most)]
+        out["mig_devices"] = sum(1 for d in found if d is not None)
+    return out
+
+
+def _read_gpu(nvml: Any, i: int, since: int) -> dict[str, Any]:
+    h = nvml.nvmlDeviceGetHandleByIndex(i)
+    pci = _try(nvml, nvml.nvmlDeviceGetPciInfo, h)
+    procs = _try(nvml, nvml.nvmlDeviceGetComputeRunningProcesses, h) or []
+    samples = _try(nvml, nvml.nvmlDeviceGetProcessUtilization, h, since) or []
+    reasons_fn = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or getattr(
+        nvml, "nvmlDeviceGetCurrentClocksThrottleReasons", None
+    )
+    rates = _try(nvml, nvml.nvmlDeviceGetUtilizationRates, h)
+    return {
+        "index": i,
+        "bus_id": _text(pci.busId) if pci is not None else None,
+        "name": _text(_try(nvml, nvml.nvmlDeviceGetName, h)),
+        "compute_processes": [
+            {"pid": int(p.pid), "used_bytes": getattr(p, "usedGpuMemory", None)} for p in procs
+        ],
+        "process_names": {
+            str(p.pid): _text(_try(nvml, nvml.nvmlSystemGetProcessName, p.pid)) for p in procs
+        },
+        "process_utilization": [
+            {"pid": int(s.pid), "sm_util": int(s.smUtil), "mem_util": int(s.memUtil)}
+            for s in samples
+        ],
+        "clocks_event_reasons": _try(nvml, reasons_fn, h) if reasons_fn else None,
+        "util_gpu": int(rates.gpu) if rates is not None else None,
+        "temperature_c": _try(nvml, nvml.nvmlDeviceGetTemperature, h, 0),
+        "power_mw": _try(nvml, nvml.nvmlDeviceGetPowerUsage, h),
+        "power_limit_mw": _try(nvml, nvml.nvmlDeviceGetEnforcedPowerLimit, h),
+        "sm_clock_mhz": _try(nvml, nvml.nvmlDeviceGetClockInfo, h, 1),
+        "sm_clock_max_mhz": _try(nvml, nvml.nvmlDeviceGetMaxClockInfo, h, 1),
+        **_mig(nvml, h),
+    }
+
+
 def capture(nvml: Any = None, window_s: float = 1.0) -> dict[str, Any]:
     """NVML's reading of every GPU now, as plain data (empty ``gpus`` without NVML).
-    ``window_s``: how far back nvmlDeviceGetProcessUtilization's samples may go."""
+    ``window_s``: how far back nvmlDeviceGetProcessUtilization's samples may go. A GPU
+    that stops answering (NVML: GPU is lost) is kept as ``{"index", "lost"}``."""
     if nvml is None:
         try:
             import pynvml
@@ -214,40 +292,18 @@ def capture(nvml: Any = None, window_s: float = 1.0) -> dict[str, Any]:
             return {"gpus": [], "error": f"NVML not available: {err}"}
         nvml = pynvml
     since = int((time.time() - window_s) * 1e6)
+    error, lost = _errors(nvml)
     gpus = []
-    for i in range(int(nvml.nvmlDeviceGetCount())):
-        h = nvml.nvmlDeviceGetHandleByIndex(i)
-        pci = _try(nvml.nvmlDeviceGetPciInfo, h)
-        procs = _try(nvml.nvmlDeviceGetComputeRunningProcesses, h) or []
-        samples = _try(nvml.nvmlDeviceGetProcessUtilization, h, since) or []
-        reasons_fn = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or getattr(
-            nvml, "nvmlDeviceGetCurrentClocksThrottleReasons", None
-        )
-        rates = _try(nvml.nvmlDeviceGetUtilizationRates, h)
-        gpus.append(
-            {
-                "index": i,
-                "bus_id": _text(pci.busId) if pci is not None else None,
-                "compute_processes": [
-                    {"pid": int(p.pid), "used_bytes": getattr(p, "usedGpuMemory", None)}
-                    for p in procs
-                ],
-                "process_names": {
-                    str(p.pid): _text(_try(nvml.nvmlSystemGetProcessName, p.pid)) for p in procs
-                },
-                "process_utilization": [
-                    {"pid": int(s.pid), "sm_util": int(s.smUtil), "mem_util": int(s.memUtil)}
-                    for s in samples
-                ],
-                "clocks_event_reasons": _try(reasons_fn, h) if reasons_fn else None,
-                "util_gpu": int(rates.gpu) if rates is not None else None,
-                "temperature_c": _try(nvml.nvmlDeviceGetTemperature, h, 0),
-                "power_mw": _try(nvml.nvmlDeviceGetPowerUsage, h),
-                "power_limit_mw": _try(nvml.nvmlDeviceGetEnforcedPowerLimit, h),
-                "sm_clock_mhz": _try(nvml.nvmlDeviceGetClockInfo, h, 1),
-                "sm_clock_max_mhz": _try(nvml.nvmlDeviceGetMaxClockInfo, h, 1),
-            }
-        )
+    try:
+        count = int(nvml.nvmlDeviceGetCount())
+    except error as err:
+        return {"gpus": [], "error": f"NVML: {err}"}
+    for i in range(count):
+        try:
+            gpus.append(_read_gpu(nvml, i, since))
+        except error as err:  # the GPU, not one reading, failed: it was not read
+            key = "lost" if lost is not None and isinstance(err, lost) else "unread"
+            gpus.append({"index": i, key: str(err) or type(err).__name__})
     return {"captured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "gpus": gpus}
 
 
@@ -272,6 +328,9 @@ def record_gpu_state(run_dir: Path, when: str, own_pids: set[int]) -> dict[str, 
     if when == "before":
         for words in busy.values():
             write_note(run_dir, f"another process uses a GPU of this run: {words}")
+        for s in states:
+            if s.lost:
+                write_note(run_dir, f"{s.words()}: what else ran on the GPUs is not known")
     return busy
 
 
@@ -282,8 +341,8 @@ def foreign_on_gpus(run_dir: Path) -> dict[str, str] | None:
         gpus = json.loads((run_dir / GPU_STATE_FILE).read_text())["before"]["gpus"]
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    if not gpus:
-        return None
+    if not gpus or any(g.get("lost") for g in gpus):
+        return None  # a GPU that stopped answering was not read: not "nothing else ran"
     return {g["name"]: g["words"] for g in gpus if g.get("foreign")}
 
 

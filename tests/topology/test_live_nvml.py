@@ -50,8 +50,10 @@ def test_the_real_binding_loads_the_stand_in(machine: Callable[[str], None]) -> 
     h = pynvml.nvmlDeviceGetHandleByIndex(1)
     assert pynvml.nvmlDeviceGetCount() == 2
     assert pynvml.nvmlDeviceGetName(h) == "NVIDIA H200"
+    with pytest.raises(pynvml.NVMLError_NotSupported):
+        pynvml.nvmlDeviceGetMigMode(h)  # the profile names no MIG mode: as an H200 without it
     with pytest.raises(pynvml.NVMLError_FunctionNotFound):
-        pynvml.nvmlDeviceGetMigMode(h)  # not in the stand-in: as an older driver lacks it
+        pynvml.nvmlDeviceGetGpuInstances(h, 0, None, None)  # not in the stand-in at all
 
 
 def test_live_probe_reads_nvlink_speed_in_gb_s(machine: Callable[[str], None]) -> None:

@@ -62,14 +62,20 @@ CHECKS: dict[str, DoctorCheck] = {
     "clocks": DoctorCheck(
         gpus.check_clocks,
         "gpu",
-        ("smi",),
-        "clock event (throttle) reasons and a lowered power limit (nvidia-smi -q)",
+        ("smi", "nvml"),
+        "clock event (throttle) reasons and a lowered power limit (nvidia-smi -q, NVML)",
     ),
     "foreign": DoctorCheck(
         gpus.check_foreign,
         "gpu",
-        ("smi", "rows"),
+        ("smi", "nvml", "rows"),
         "other processes on the GPUs: pid, name, memory, SM utilization (NVML)",
+    ),
+    "mig": DoctorCheck(
+        gpus.check_mig,
+        "gpu",
+        ("nvml",),
+        "GPUs in MIG mode, and the figures a MIG slice cannot measure (NVML)",
     ),
     "persistence": DoctorCheck(
         gpus.check_persistence, "gpu", ("smi",), "persistence mode (nvidia-smi -q)"

@@ -59,7 +59,41 @@ def _number(text: str | None) -> float | None:
     return float(m.group()) if m else None
 
 
+_THROTTLE_WHY = (
+    "a throttled GPU runs its SMs and copy engines slower: reductions in "
+    "collectives and the token rate drop, and ranks fall out of step"
+)
+_THROTTLE_FIX = (
+    "HW/SW thermal: check airflow, fans and inlet temperature; power brake "
+    "or HW slowdown: check the PSUs and power cables; SW power cap: "
+    "`nvidia-smi -q -d POWER`, raise the limit with `nvidia-smi -pl`"
+)
+
+
+def _nvml_clocks(ev: Evidence) -> list[Finding]:
+    """The clocks event reasons NVML reads (nvmlDeviceGetCurrentClocksEventReasons), for
+    a machine where nvidia-smi -q is not there to say them."""
+    out = []
+    for s in gpu_states(ev.nvml or {}):
+        for reason in s.reasons:
+            if reason in THROTTLE:
+                out.append(
+                    Finding(
+                        THROTTLE[reason],
+                        "clocks",
+                        f"{s.name}: clocks held down ({reason})",
+                        f"{s.name}: NVML clocks event reasons: {', '.join(s.reasons)}",
+                        _THROTTLE_WHY,
+                        _THROTTLE_FIX,
+                        s.name,
+                    )
+                )
+    return out
+
+
 def check_clocks(ev: Evidence) -> list[Finding]:
+    if ev.smi is None and ev.nvml is not None:
+        return _nvml_clocks(ev)
     out = []
     for g in _smi(ev):
         for section in ("Clocks Event Reasons", "Clocks Throttle Reasons"):
@@ -74,11 +108,8 @@ def check_clocks(ev: Evidence) -> list[Finding]:
                             "clocks",
                             f"GPU{g.index}: clocks held down ({reason})",
                             f"GPU{g.index}: {section}/{reason}: Active",
-                            "a throttled GPU runs its SMs and copy engines slower: reductions in "
-                            "collectives and the token rate drop, and ranks fall out of step",
-                            "HW/SW thermal: check airflow, fans and inlet temperature; power brake "
-                            "or HW slowdown: check the PSUs and power cables; SW power cap: "
-                            "`nvidia-smi -q -d POWER`, raise the limit with `nvidia-smi -pl`",
+                            _THROTTLE_WHY,
+                            _THROTTLE_FIX,
                             f"GPU{g.index}",
                         )
                     )
@@ -232,7 +263,7 @@ def _foreign_states(ev: Evidence) -> list[GpuState]:
         if states:
             return list(states.values())
     if ev.live:
-        raw = capture()
+        raw = ev.nvml if ev.nvml is not None else capture()
         if raw.get("gpus"):
             return gpu_states(raw, {os.getpid()})
         raise NotRun(str(raw.get("error") or "NVML read no GPU"))
@@ -243,6 +274,8 @@ def check_foreign(ev: Evidence) -> list[Finding]:
     """Other processes on the GPUs: pid, name, memory and SM utilization (NVML)."""
     out = []
     for s in _foreign_states(ev):
+        if s.lost:  # not read: neither "in use" nor "free"
+            out.append(_lost(s))
         if not s.foreign:
             continue
         computing = any(p.sm_util is None or p.sm_util >= 10 for p in s.foreign)
@@ -258,6 +291,50 @@ def check_foreign(ev: Evidence) -> list[Finding]:
                 "find who runs it (`ps -o user,etime,cmd -p PID`), stop it or wait for it, then "
                 "measure again; a job scheduler that placed two jobs on one GPU needs "
                 "exclusive mode (`nvidia-smi -c EXCLUSIVE_PROCESS`) or a gres fix",
+                s.name,
+            )
+        )
+    return out
+
+
+def _lost(s: GpuState) -> Finding:
+    return Finding(
+        "error",
+        "foreign",
+        f"{s.name}: not read through NVML ({s.lost})",
+        s.words(),
+        "a GPU that stops answering NVML has usually fallen off the bus or hung (Xid 79, "
+        "GSP errors): work on it fails or stalls, and what else runs on it is unknown",
+        "look for Xid errors in the kernel log (`dmesg | grep -i xid`), drain the node and "
+        "reset the GPU (`nvidia-smi -r -i N`) or reboot; one that keeps falling off is an RMA",
+        s.name,
+    )
+
+
+def check_mig(ev: Evidence) -> list[Finding]:
+    """GPUs in MIG mode: what a MIG slice cannot measure, said once per GPU."""
+    if ev.nvml is None:
+        raise NotRun(ev.absent.get("nvml", "no NVML reading"))
+    states = gpu_states(ev.nvml)
+    if all(s.mig is None for s in states if not s.lost):
+        raise NotRun("NVML does not say the GPUs' MIG mode (a GPU or driver without MIG)")
+    out = []
+    for s in states:
+        if not s.mig:
+            continue
+        slices = f", {s.mig_devices} MIG device(s)" if s.mig_devices is not None else ""
+        out.append(
+            Finding(
+                "info",
+                "mig",
+                f"{s.name}: MIG mode on{slices}",
+                f"{s.name}: NVML MIG mode: enabled{slices}",
+                "a MIG device is a slice of the GPU: P2P and NVLink between MIG devices are not "
+                "available and NCCL runs one rank per GPU, so collectives, peer copies and "
+                "NVLink figures of this GPU are not measured; copies and tokens measure one "
+                "slice, not the GPU",
+                "to measure the whole GPU's paths, turn MIG off (as root, no process on the "
+                "GPU: `nvidia-smi -i N -mig 0`, then reset the GPU)",
                 s.name,
             )
         )

@@ -81,6 +81,8 @@ class Evidence:
     preflight: list[dict[str, Any]] | None = None
     nccl: dict[str, Any] | None = None  # topology.nccl_logs.summary of NCCL's INFO lines
     run_dir: str | None = None
+    # gpu_state.capture() of this machine's GPUs (processes, clocks event reasons, MIG)
+    nvml: dict[str, Any] | None = None
 
     def got(self, name: str, where: str) -> None:
         self.sources[name] = where
@@ -150,6 +152,7 @@ def gather_live(under_load: bool = True, sys_root: str = "/sys") -> Evidence:
         )
     except Exception as err:  # the probe never raises for missing parts; anything else is named
         ev.missing("topology", f"live probe failed: {err}")
+    _live_nvml(ev)
     text, why = _read("/proc/cmdline")
     _cmdline(ev, text, why, "/proc/cmdline")
     groups = read_groups(sys_root)
@@ -177,6 +180,19 @@ def gather_live(under_load: bool = True, sys_root: str = "/sys") -> Evidence:
     _live_env(ev)
     _no_run_yet(ev)
     return ev
+
+
+def _live_nvml(ev: Evidence) -> None:
+    """NVML's reading of the GPUs now: other processes, clocks event reasons, MIG mode
+    (what nvidia-smi -q also says, there without nvidia-smi)."""
+    from gpulane.topology.gpu_state import capture
+
+    raw = capture()
+    if raw.get("gpus"):
+        ev.nvml = raw
+        ev.got("nvml", "NVML (nvidia-ml-py)")
+    else:
+        ev.missing("nvml", str(raw.get("error") or "NVML read no GPU"))
 
 
 def _no_run_yet(ev: Evidence) -> None:
