@@ -74,6 +74,8 @@ class Joined:
     curve_dtype: str | None
     curve_runs: str | None
     note: str | None = None
+    # why an estimated share over 100 % cannot be the step's (None: at most 100 %)
+    over_step: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -212,9 +214,36 @@ def join_rows(rows: Sequence[dict[str, Any]], builds: Sequence[str] = ()) -> lis
                     curve_dtype=curve.dtype if curve else None,
                     curve_runs=",".join(curve.run_ids) if curve else None,
                     note=note,
+                    over_step=over_step(comm_ms, step_ms, extrapolated, _get(r, "comm_share")),
                 )
             )
     return out
+
+
+def over_step(
+    comm_ms: float | None, step_ms: float | None, extrapolated: bool, measured: Any
+) -> str | None:
+    """Why an estimate of a step's collectives longer than the step itself is off, in
+    words (None when it is not longer). The collectives run inside the step, so the
+    standalone curve overstates them: timed as separate eager calls with their launch
+    cost (a step replays them in a CUDA graph), on another backend or other ranks, past
+    its measured sizes, or overlapped with compute in the step."""
+    if comm_ms is None or not step_ms or comm_ms <= step_ms:
+        return None
+    why = [
+        f"comm time {comm_ms:.3g} ms exceeds the {step_ms:.3g} ms step "
+        f"({100 * comm_ms / step_ms:.0f}%): the estimate is off, the collectives inside "
+        "the step took less than the standalone curve says"
+    ]
+    if extrapolated:
+        why.append("the step's sizes lie outside the measured range")
+    why.append(
+        "the curve times separate calls (eager launches, another backend or ranks) where "
+        "the step replays them in a graph or overlaps them with compute"
+    )
+    if measured is not None:
+        why.append(f"the step's own measured share is {100 * float(measured):.0f}%")
+    return "; ".join(why)
 
 
 def _why_no_curve(curves: dict[tuple[str, str, int], Curve], build: str, op: str, n: int) -> str:

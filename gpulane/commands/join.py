@@ -49,6 +49,10 @@ def main(argv: list[str]) -> int:
     # why cells are '-': each distinct reason once, under the table
     for note in dict.fromkeys(j.note for j in joined if j.note and j.collective_us is None):
         sys.stdout.write(f"# -: {note}\n")
+    # shares over 100 %: each row's reason, once
+    for j in joined:
+        if j.over_step:
+            sys.stdout.write(f"# !: {j.model} {j.op} tp={j.tp} batch {j.batch}: {j.over_step}\n")
     return 0
 
 
@@ -102,7 +106,7 @@ def table(joined: list[Joined]) -> object:
             _f(j.collective_us, ".1f") + ("*" if j.extrapolated else ""),
             _f(j.busbw_gbps, ".2f"),
             _f(j.comm_ms_per_step, ".3f"),
-            _pct(j.comm_share_est),
+            _pct(j.comm_share_est) + ("!" if j.over_step else ""),
             _pct(None if j.comm_share is None else float(j.comm_share)),
         )
     return t
