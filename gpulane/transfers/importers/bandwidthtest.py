@@ -3,6 +3,11 @@
 Quick, range and shmoo modes; GB/s, or old versions' ``Bandwidth(MB/s)`` (2^20 bytes/s,
 converted to GB/s = 1e9 bytes/s; the printed figure is kept in ``extra.printed``).
 
+``--csv`` prints one line per figure instead of the tables:
+``bandwidthTest-H2D-Pinned, Bandwidth = 12.4 GB/s, Time = 0.00549 s, Size = 68000000 bytes,
+NumDevsUsed = 1`` (``D2D`` has no memory part; ``-Paged``, ``-Pinned-WriteCombined``; older
+builds print MB/s). Those lines are rows as the table lines are.
+
 Lines are read one at a time. bandwidthTest's verdict (``Result = PASS``/``FAIL``) comes
 last and applies to every figure above it, so a file's rows are held until that line
 (the whole printout is a few hundred lines at most) and then given out with it. A value
@@ -46,6 +51,11 @@ _MEMORY = re.compile(r"^\s*(PINNED|PAGEABLE) Memory Transfers", re.IGNORECASE)
 _HEADER = re.compile(r"Transfer Size \(Bytes\)\s+Bandwidth\s*\((GB|MB)/s\)", re.IGNORECASE)
 _DEVICE = re.compile(r"^\s*Device\s+(\d+)\s*:\s*(.+?)\s*$")
 _VALUE = re.compile(r"^\s*(\d+)\s+(\S+)\s*$")
+# --csv: bandwidthTest-<H2D|D2H|D2D>[-Pinned|-Paged[Memory]][-WriteCombined], field = value, ...
+_CSV = re.compile(r"^\s*bandwidthTest-(H2D|D2H|D2D)((?:-[A-Za-z]+)*)\s*,(.*)$", re.IGNORECASE)
+_CSV_BW = re.compile(r"\bBandwidth\s*=\s*(\S+)\s*(GB|MB)/s", re.IGNORECASE)
+_CSV_SIZE = re.compile(r"\bSize\s*=\s*(\d{1,20})\s*bytes", re.IGNORECASE)
+_CSV_DEVS = re.compile(r"\bNumDevsUsed\s*=\s*(\d{1,4})", re.IGNORECASE)
 _RESULT = re.compile(r"^\s*Result\s*=\s*(.*?)\s*$")
 _VERDICTS = {"PASS", "FAIL", "WAIVED"}
 _OPS = {"host to device": "h2d", "device to host": "d2h", "device to device": "d2d"}
@@ -104,6 +114,30 @@ class _State:
         )  # fmt: skip
 
 
+def _csv_line(st: _State, number: int, line: str, m: re.Match[str]) -> Row | None:
+    """A ``--csv`` line as a row; an error row when a field is missing or unreadable."""
+    st.op = {"h2d": "h2d", "d2h": "d2h", "d2d": "d2d"}[m.group(1).lower()]
+    tags = {t.lower() for t in m.group(2).split("-") if t}
+    st.memory = (
+        "pageable" if tags & {"paged", "pageable", "pagedmemory", "pageablememory"} else ("pinned")
+    )
+    st.wc = "writecombined" in tags
+    st.section, st.memory_line = line.split(",", 1)[0].strip(), ""
+    if m.group(1).upper() not in st.seen:
+        st.seen.append(m.group(1).upper())
+    bw, size, devs = (r.search(m.group(3)) for r in (_CSV_BW, _CSV_SIZE, _CSV_DEVS))
+    if bw is None or size is None:
+        missing = "Bandwidth" if bw is None else "Size"
+        return st.cut(
+            number, f"the --csv line has no readable '{missing} =' field ({line.strip()!r})"
+        )
+    st.unit = bw.group(2).upper()
+    st.ndev = int(devs.group(1)) if devs else 1
+    row = st.value_row(number, int(size.group(1)), bw.group(1))
+    st.unit = None  # a --csv line is a table of its own
+    return row
+
+
 def rows_from_lines(
     lines: Iterable[Line], source: str, run_id: str = "import", build: str | None = None
 ) -> Iterator[Row]:
@@ -125,6 +159,18 @@ def rows_from_lines(
             st.section, st.op, st.ndev = line.strip(), _OPS[m.group(1).lower()], int(m.group(2))
             st.unit, st.memory, st.memory_line, st.wc = None, "pinned", "", False
             st.seen.append(m.group(1))
+            continue
+        if m := _CSV.match(line):
+            if not complete((number, raw, ended)):
+                yield from st.held
+                yield st.cut(
+                    number,
+                    f"the file ends inside a --csv line ({line.strip()!r}): cut off; that "
+                    "figure and everything after it is missing",
+                )
+                return
+            if (row := _csv_line(st, number, line, m)) is not None:
+                st.held.append(row)
             continue
         if m := _MEMORY.match(line):
             st.memory, st.memory_line = m.group(1).lower(), line.strip()
