@@ -35,8 +35,8 @@ class Element:
     @property
     def job_id(self) -> str:
         launcher = self.session.launcher if self.session is not None else None
-        record = getattr(launcher, "record", None)
-        return str(record.job_id) if record is not None else "-"
+        job = launcher.job_id if launcher is not None else None
+        return str(job) if job is not None else "-"
 
 
 def new_element(group: RunDir, label: str, nodes: list[str]) -> Element:
@@ -114,7 +114,5 @@ def wait_elements(elements: list[Element], poll_s: float) -> None:
             continue
         e.status = e.session.finish()
         e.failure = e.session.failure
-        record = getattr(e.session.launcher, "record", None)
-        e.state = (
-            str(record.state) if record is not None else ("FAILED" if e.failure else "COMPLETED")
-        )
+        said = e.session.launcher.job_state if e.session.launcher is not None else None
+        e.state = said or ("FAILED" if e.failure else "COMPLETED")

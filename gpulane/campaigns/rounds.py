@@ -86,4 +86,7 @@ class Campaign:
 
 
 def started(e: Element) -> str:
-    return f"slurm job {e.job_id}" if e.job_id != "-" else "started"
+    launcher = e.session.launcher if e.session is not None else None
+    if e.job_id == "-" or launcher is None:
+        return "started"
+    return f"{launcher.name} job {e.job_id}"

@@ -131,6 +131,16 @@ class Launcher(ABC):
         (``gpulane collect --no-wait``), None once it has."""
         return None
 
+    @property
+    def job_id(self) -> str | None:
+        """The scheduler's name for this launch (a Slurm job id), None where there is none."""
+        return None
+
+    @property
+    def job_state(self) -> str | None:
+        """The scheduler's last word on this launch (COMPLETED, NODE_FAIL, ...), if any."""
+        return None
+
     def would_start(self, spec: LaunchSpec) -> str:
         """What :meth:`start` would start or submit for ``spec``, in one line, starting
         nothing (a dry run)."""

@@ -97,6 +97,14 @@ class SlurmLauncher(Launcher):
         )
         return cls.adopt(settings(cfg), job, record, run_dir, timeout_s)
 
+    @property
+    def job_id(self) -> str | None:
+        return self.record.job_id if self.record is not None else None
+
+    @property
+    def job_state(self) -> str | None:
+        return str(self.record.state) if self.record is not None else None
+
     def pending(self) -> str | None:
         if self.final_state() is not None:
             return None
