@@ -185,22 +185,31 @@ def _remote(cfg: SweepConfig, job: str, packing: bool) -> SweepRun:
     return SweepRun(cfg, route, plan, device, lp.world, job, lp, notes)
 
 
+# The ranks of one element of a campaign step, by its nodes: per-node has 1, pairs and
+# ring 2; the others (allocation, halving) as many as the step's subset.
+ELEMENT_NODES = {"per-node": 1, "pairs": 2, "ring": 2}
+
+
 def _check_world(cfg: SweepConfig, lp: LaunchPlan, pattern: str) -> None:
     """ranks=N against the world the launcher will start: refused now, before anything
-    is submitted, rather than by the ranks once they arrive (a campaign's elements are
-    sized by their nodes: ranks= cannot apply to them)."""
+    is submitted, rather than by the ranks once they arrive ("2 ranks arrived, the run is
+    configured for 4"). A campaign's runs are sized by their nodes."""
     if str(cfg.ranks) == "auto":
         return
-    if pattern != "allocation":
+    ranks = int(cfg.ranks)
+    if pattern == "allocation":
+        if ranks != lp.world:
+            raise InputError(
+                f"ranks={ranks} but launcher={lp.launcher} starts {lp.world} rank(s) "
+                f"({lp.nodes} node(s) x {lp.ranks_per_node}); set ranks=auto or ask the "
+                "launcher for that many"
+            )
+        return
+    sizes = {ELEMENT_NODES.get(step, 0) * lp.ranks_per_node for step in pattern.split("+")}
+    if sizes != {ranks}:
         raise InputError(
-            f"ranks={cfg.ranks}: a campaign's runs get {lp.ranks_per_node} rank(s) per node "
-            "of each; set ranks=auto (the ranks per node are the launcher's)"
-        )
-    if int(cfg.ranks) != lp.world:
-        raise InputError(
-            f"ranks={cfg.ranks} but launcher={lp.launcher} starts {lp.world} rank(s) "
-            f"({lp.nodes} node(s) x {lp.ranks_per_node}); set ranks=auto or ask the "
-            "launcher for that many"
+            f"ranks={ranks}: the runs of campaign.pattern={pattern} get {lp.ranks_per_node} "
+            "rank(s) on each of their nodes, not a fixed count; set ranks=auto"
         )
 
 
