@@ -57,6 +57,14 @@ def _cpu_list(masks: Any) -> str | None:
     return ",".join(ranges)
 
 
+class GpuUnread(Exception):
+    """NVML counted a GPU it then could not open (GPU is lost, no permission)."""
+
+    def __init__(self, index: int, error: Exception) -> None:
+        super().__init__(f"GPU{index} could not be read ({error})")
+        self.index = index
+
+
 class NvmlProbe:
     """What NVML says about the GPUs: ids, links, NVLinks and pair labels."""
 
@@ -66,9 +74,23 @@ class NvmlProbe:
         self.nv = pynvml
         pynvml.nvmlInit()
         self.count = pynvml.nvmlDeviceGetCount()
-        self.handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(self.count)]
-        self.bus_ids = [_bus_id(pynvml.nvmlDeviceGetPciInfo(h)) for h in self.handles]
+        self.handles: list[Any] = []
+        self.bus_ids: list[str] = []
+        for i in range(self.count):
+            try:
+                h = pynvml.nvmlDeviceGetHandleByIndex(i)
+                self.bus_ids.append(_bus_id(pynvml.nvmlDeviceGetPciInfo(h)))
+            except pynvml.NVMLError as err:  # say which GPU, not only that NVML failed
+                self.close()
+                raise GpuUnread(i, err) from err
+            self.handles.append(h)
         self._remote: list[dict[str, int]] | None = None
+
+    def mig_on(self, i: int) -> bool | None:
+        """MIG mode of GPU i now (None: a GPU or binding without MIG)."""
+        fn = getattr(self.nv, "nvmlDeviceGetMigMode", None)
+        mode = self._try(fn, self.handles[i]) if fn else None
+        return bool(mode[0]) if mode else None
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
@@ -423,10 +445,19 @@ def _read_sysfs(
     inp.sysfs = sysfs_all
 
 
+MIG_WORDS = (
+    "MIG mode on: collectives, peer copies and NVLink figures of this GPU are not measured "
+    "(no P2P or NVLink between MIG devices); copies and tokens measure one MIG slice"
+)
+
+
 def _judge_links(topo: Topology, probe: NvmlProbe | None, under_load: bool) -> None:
     """No GPU said first; links read under load, or a note that idle links run slow."""
     if not topo.gpus:
         topo.missing.insert(0, "no NVIDIA GPU found on this machine")
+    for i in range(probe.count if probe is not None else 0):
+        if probe is not None and probe.mig_on(i):
+            topo.warnings.append(f"GPU{i}: {MIG_WORDS}")
     if under_load and probe is not None and topo.gpus:
         _load_check(probe, topo)
     elif topo.gpus and any(

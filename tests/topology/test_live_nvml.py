@@ -7,10 +7,7 @@ profile. pynvml's hook: its module global ``nvmlLib`` (``_LoadNvmlLibrary`` open
 
 from __future__ import annotations
 
-import ctypes
-import shutil
-import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -18,30 +15,6 @@ import pytest
 pynvml = pytest.importorskip("pynvml")
 
 FAKE = Path(__file__).resolve().parents[1] / "fixtures" / "nvml_fake"
-
-
-@pytest.fixture(scope="session")
-def fake_lib(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    gcc = shutil.which("gcc")
-    assert gcc, "gcc is needed to build tests/fixtures/nvml_fake"  # fail, never skip
-    out = tmp_path_factory.mktemp("nvml_fake") / "libnvidia-ml.so.1"
-    subprocess.run(
-        [gcc, "-shared", "-fPIC", "-O1", "-o", str(out), str(FAKE / "fake_nvml.c")], check=True
-    )
-    return out
-
-
-@pytest.fixture
-def machine(fake_lib: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[str], None]]:
-    """machine("h200x2") makes pynvml answer as that profile's machine."""
-
-    def use(profile: str) -> None:
-        monkeypatch.setenv("GPULANE_NVML_FAKE_PROFILE", str(FAKE / f"{profile}.profile"))
-        monkeypatch.setattr(pynvml, "nvmlLib", ctypes.CDLL(str(fake_lib)))
-        monkeypatch.setattr(pynvml, "_nvmlGetFunctionPointer_cache", {})
-        monkeypatch.setattr(pynvml, "_nvmlLib_refcount", 0)
-
-    yield use
 
 
 def test_the_real_binding_loads_the_stand_in(machine: Callable[[str], None]) -> None:

@@ -21,6 +21,8 @@ def no_gpu(ev: Evidence) -> str | None:
         return None
     if ev.topology is not None and ev.topology.gpus:
         return None
+    if ev.nvml is not None and ev.nvml.get("gpus"):
+        return None  # NVML counts GPUs (one of them may not answer: a finding, not "no GPU")
     reasons = [ev.absent[n] for n in ("driver", "smi") if ev.absent.get(n)]
     return "no NVIDIA driver or GPU found" + (f" ({'; '.join(reasons)})" if reasons else "")
 
