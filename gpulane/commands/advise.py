@@ -7,7 +7,7 @@ from typing import Any
 from gpulane.commands.hydra_app import comma_lists, run_hydra
 from gpulane.commands.own_files import model_overrides
 
-LIST_KEYS = frozenset({"batch", "input_len", "output_len", "run"})
+LIST_KEYS = frozenset({"batch", "concurrency", "input_len", "output_len", "run"})
 
 
 def _run(cfg: Any) -> int:

@@ -349,7 +349,7 @@ class AdviseConfig(CommonConfig):
     """Collectives over an unmeasured path: efficiency and latency_us per path kind"""
     p2p: str = "on"
     """on or off: off stages projected collectives through host memory (what_if=pcie)"""
-    concurrency: Runs = None
+    concurrency: Any = None
     """Requests in flight (the decode step's batch); replaces batch= when given"""
     expected_error: Any = None
     """Per basis: the validation tables' error range of a predicted figure"""

@@ -119,6 +119,11 @@ MISTAKES = [
      ["'all_redcue'", "did you mean 'all_reduce'?", "choose from"], []),
     (["sweep", "device=cpu", "sizes.max=1Gb"], ["sizes.max", "bits", "'1G' or '1GiB'"], []),
     (["sweep", "device=cpu", "+env.NCCL_ALGO=Ring"], ["env.NCCL_ALGO", "gloo"], []),
+    # issue 46: P2P state is a projection's input; measured rows carry their own
+    (["advise", "model=llama3-8b", "gpus=2", "gpu=L4", "p2p=off", "run={NCCL}"],
+     ["p2p=off: only with what_if=pcie:GENxWIDTH", "preset=pcie-host"], []),
+    (["advise", "model=llama3-8b", "gpus=2", "gpu=L4", "what_if=pcie:4x16", "p2p=maybe"],
+     ["p2p: expected on or off, got 'maybe'"], []),
 ]  # fmt: skip
 
 
