@@ -59,7 +59,8 @@ class Facts:
     graph: bool | None = None
     link: str | None = None  # copies: "PCIe Gen5 x16" (from the row's extra.link)
     host_memory: str | None = None  # copies: "local" or "remote" host memory (NUMA)
-    p2p: bool | None = None  # collectives: False under NCCL_P2P_DISABLE=1
+    p2p: bool | None = None  # collectives: False under NCCL_P2P_DISABLE=1; copies: peer access
+    bidirectional: bool = False  # copies: both directions at once (DESIGN: one unless said)
 
     def machine(self, size: bool = True) -> str:
         model = short_model(self.gpu) if self.gpu else "unknown GPU"
@@ -138,7 +139,10 @@ def facts_of(row: Row) -> Facts:
         graph=row.graph if isinstance(row.graph, bool) else None,
         link=_pcie_link(extra),
         host_memory=_text(extra.get("host_memory")),
-        p2p=p2p_state(env, row.transport),
+        p2p=row.peer_access
+        if row.kind == "copy" and isinstance(row.peer_access, bool)
+        else p2p_state(env, row.transport),
+        bidirectional=row.bidirectional is True,
     )
 
 
@@ -173,6 +177,8 @@ def matches(entry: Entry, facts: Facts) -> bool:
         return False
     if entry.p2p is not None and facts.p2p is not None and entry.p2p != facts.p2p:
         return False
+    if entry.kind == "copy" and bool(entry.bidirectional) != facts.bidirectional:
+        return False  # one direction and both at once are two measurements
     if entry.path != "*" and entry.path != facts.path:
         return False
     if entry.world_size and entry.world_size != facts.world_size:
@@ -203,10 +209,16 @@ def _same_version(version: str, prefix: str) -> bool:
     return version == prefix or version.startswith(prefix + ".")
 
 
-def _rank(entry: Entry) -> tuple[int, int, int]:
-    # Site first; within an origin this GPU's own figures before a figure of the link, then gpulane's measured runs, then published figures, then thresholds;
-    # within one origin the narrowest size band.
-    return (ORIGINS.index(entry.origin), int(any_gpu(entry)), entry.size_max - entry.size_min)
+def _rank(entry: Entry) -> tuple[int, int, int, int]:
+    # Site first, then gpulane's measured runs, then published figures, then thresholds;
+    # within an origin this GPU's own figures before a figure of the link, a figure of
+    # this path label before one for any path, then the narrowest size band.
+    return (
+        ORIGINS.index(entry.origin),
+        int(any_gpu(entry)),
+        int(entry.path == "*"),
+        entry.size_max - entry.size_min,
+    )
 
 
 @dataclass(frozen=True)
@@ -313,6 +325,7 @@ _WEIGHTS = (
     ("other path", 4),
     ("other NCCL switches", 2),
     ("P2P other", 2),
+    ("other direction", 3),
     ("other memory", 2),
     ("other size", 1),
     ("other NCCL version", 1),
@@ -338,6 +351,8 @@ def differences(entry: Entry, facts: Facts) -> list[str]:
         out.append("other NCCL switches")
     if entry.p2p is not None and facts.p2p is not None and entry.p2p != facts.p2p:
         out.append("P2P other")
+    if entry.kind == "copy" and bool(entry.bidirectional) != facts.bidirectional:
+        out.append("other direction")
     if (entry.memory is not None and entry.memory != facts.memory) or (
         entry.host_memory and facts.host_memory and entry.host_memory != facts.host_memory
     ):

@@ -45,7 +45,8 @@ def entries_from_frame(
             continue  # a figure that cannot name its machine cannot be a reference
         # copies: every GPU of the machine in one range (no src/dst in the key)
         key: tuple[Any, ...] = (f.gpu, f.path, f.world_size, f.nodes, f.kind, f.op, f.size)
-        key += (f.nvls, f.env, f.memory, f.nccl, f.graph, f.link, f.host_memory)
+        key += (f.nvls, f.env, f.memory, f.nccl, f.graph, f.link, f.host_memory, f.p2p)
+        key += (f.bidirectional,)
         facts_by_key[key] = (f, metric)
         groups.setdefault(key, {}).setdefault(str(row.run_id), []).append(value)
     out = []
@@ -81,6 +82,8 @@ def entries_from_frame(
                 graph=f.graph,
                 link=f.link if copy else None,
                 host_memory=f.host_memory if copy else None,
+                p2p=f.p2p,
+                bidirectional=True if copy and f.bidirectional else None,
                 runs=len(runs),
                 run_ids=tuple(sorted(runs)),
                 conditions=conditions,
@@ -166,4 +169,6 @@ def _same(e: Entry) -> tuple[Any, ...]:
         e.graph,
         e.link,
         e.host_memory,
+        e.p2p,
+        e.bidirectional,
     )

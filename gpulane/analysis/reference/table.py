@@ -74,7 +74,8 @@ class Entry:
     graph: bool | None = None  # collectives launched through CUDA graphs; None: either
     link: str | None = None  # copies: the host link ("PCIe Gen5 x16"); None: any
     host_memory: str | None = None  # copies: NUMA-local or remote host memory; None: either
-    p2p: bool | None = None  # collectives: GPU peer access on (True) or off; None: either
+    p2p: bool | None = None  # GPU peer access on (True) or off (collectives, peer copies)
+    bidirectional: bool | None = None  # copies both ways at once; None: one direction
     runs: int | None = None
     run_ids: tuple[str, ...] = ()  # the gpulane runs the range was made from (self-judging)
     conditions: str = ""
@@ -89,10 +90,16 @@ class Entry:
         model = short_model(self.gpu[0]) if self.gpu else "?"
         model = "any GPU" if model == ANY_GPU else model
         nodes = f"{self.nodes} nodes × " if self.nodes > 1 else ""
+        if self.world_size == 0 and self.op == "p2p":
+            text = f"a pair of {model}" + (f" on {self.path}" if self.path != "*" else "")
+            if self.p2p is not None:
+                text += " P2P on" if self.p2p else " P2P off"
+            return text + (", both directions" if self.bidirectional else "")
         if self.world_size == 0:
             text = f"one {model}" + (f" on {self.link}" if self.link else "")
             mem = " ".join(m for m in (self.memory, self.host_memory) if m)
             text += f" ({mem} memory)" if mem else ""
+            text += ", both directions" if self.bidirectional else ""
             return text + (f", NCCL {self.nccl}" if self.nccl else "")
         text = f"{nodes}{self.world_size}× {model} {self.path}"
         if self.nvls is True:
