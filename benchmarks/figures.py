@@ -34,7 +34,8 @@ heading above),
 ``items: outcomes`` takes the records from a list inside the document; ``regex``
 (``pattern`` with named groups, one record per match; default where a pattern is given and
 for files not named above),
-``text`` (one record, ``text``: the file). ``.gz`` files are read through gzip.
+``text`` (one record, ``text``: the file), ``parquet`` (a ``rows.parquet``, default for
+``.parquet``, one record per row as gpulane reads it). ``.gz`` files are read through gzip.
 
 Expressions are Python over the records: in ``where`` each field is a name (and ``r`` is
 the record); in ``value``: ``rows`` (the records kept), ``one`` (the only one; an error
@@ -123,6 +124,11 @@ def num(value: Any) -> Any:
     return value
 
 
+def _none_if_nan(value: Any) -> Any:
+    """A missing cell of a Parquet frame (NaN) as None, as the JSON Lines have it."""
+    return None if isinstance(value, float) and math.isnan(value) else value
+
+
 def _json_records(text: str, items: str | None) -> list[Record]:
     try:
         data = json.loads(text)
@@ -209,6 +215,7 @@ def read_records(path: Path, spec: dict[str, Any]) -> list[Record]:
         "rows" if name.endswith(".jsonl") else
         "json" if name.endswith(".json") else
         "table" if name.endswith(".md") else
+        "parquet" if name.endswith(".parquet") else
         "regex"
     )  # fmt: skip
     if reader == "rows":
@@ -223,6 +230,12 @@ def read_records(path: Path, spec: dict[str, Any]) -> list[Record]:
         return _sweep_table_records(_text(path))
     if reader == "text":
         return [Record(text=_text(path))]
+    if reader == "parquet":  # a rows.parquet, read as gpulane reads it (facts joined)
+        from gpulane.parquet_rows import read_parquet
+
+        frame = read_parquet(path)
+        return [Record({str(k): _none_if_nan(v) for k, v in r.items()})
+                for r in frame.to_dict("records")]  # fmt: skip
     if reader == "regex":
         if "pattern" not in spec:
             raise FigureError(f"read: regex needs a pattern (file {path.name})")
