@@ -8,6 +8,17 @@ measured direction's bandwidth, also for bidirectional testcases (the other dire
 the interference); newer versions add ``Read1``/``Read2``/``Total`` matrices, kept apart
 by ``extra.matrix``.
 
+Cells that hold no measurement never become rows: ``N/A``, the diagonal of a GPU x GPU
+matrix (nvbandwidth never copies a GPU to itself there; newer builds print ``0.00`` on
+it, see its README), and any ``0.00`` (nvbandwidth's own average counts only cells above
+0, inline_common.h).
+
+nvbandwidth stops on its own failures (error_handling.h): ``ASSERT in expression ...``
+(after ``Invalid value when checking the pattern``: the copied data did not match),
+``[CUDA_ERROR_...] ... in expression ...``, ``NVML_ERROR: ...``, or a crash
+(``Aborted (core dumped)``). Such a stop is one error row that quotes it, never a file
+cut short.
+
 Lines are read one at a time; a matrix's rows are given out when its ``SUM`` line
 arrives (at most one matrix is held). A file that ends inside a matrix, before its SUM
 line, or right after a ``Running`` line gets an error row naming the line. A cut that
@@ -46,6 +57,12 @@ _TITLE = re.compile(r"^\s*(.*?\S)\s*\((GB/s|ns|us)\)\s*$")
 _SUM = re.compile(r"^\s*(?:SUM|&&&& PERF)\s+(\S+)\s+(\S+?)(?:GB/s|ns|us)?\s*$")
 _COLUMNS = re.compile(r"^\s*(\d+(?:\s+\d+)*)\s*$")
 _DEVICE = re.compile(r"^\s*Device\s+(\d+):\s*(.+?)(?:\s+\(([0-9a-fA-F:.]+)\))?\s*$")
+# nvbandwidth's failure lines: details (the data check's report) and the line it stops on.
+_FAIL_DETAIL = re.compile(r"^(?:Invalid value when checking the pattern|Current offset)\b")
+_FAIL_END = re.compile(
+    r"^(?:(?P<assert>ASSERT in expression)|(?P<cuda>\[(?:CUDA_ERROR_\w+|cuda\w+)\] )|"
+    r"(?P<nvml>NVML_ERROR: )|(?P<crash>Aborted\b|Segmentation fault\b|terminate called\b))"
+)
 _VERSIONS = {
     "nvbandwidth Version:": "nvbandwidth",
     "CUDA Runtime Version:": "cuda_runtime",
@@ -106,6 +123,7 @@ class _State:
         self.matrices = 0  # matrices of the current testcase
         self.matrix: _Matrix | None = None
         self.tests = 0  # testcases announced (Running, or a status line)
+        self.failure: list[tuple[int, str]] = []  # failure details not yet reported
 
     def cut(self, line: int, what: str, test: str | None = None) -> Row:
         test = test or self.test
@@ -120,8 +138,8 @@ class _State:
         out = []
         for c, cell in zip(m.cols, cells, strict=True):
             value = cell_value(cell, self.source, number)
-            if value is None:
-                continue
+            if not value or (r == c and orient in ("row-col", "col-row")):
+                continue  # a placeholder (N/A, 0.00, the diagonal): nothing was measured
             src, dst = {
                 "host-col": ("host", f"GPU{c}") if op == "h2d" else (f"GPU{c}", "host"),
                 "row-col": (f"GPU{r}", f"GPU{c}"),
@@ -166,6 +184,47 @@ class _State:
             )  # fmt: skip
         return out
 
+    def fail(self, number: int, line: str) -> Iterator[Row]:
+        """A failure line: held when it is a detail, else the open matrix's complete rows
+        and one error row quoting the failure (and its details)."""
+        if _FAIL_DETAIL.match(line):
+            self.failure.append((number, line))
+            return
+        yield from self.flush_failure(number, line)
+
+    def flush_failure(self, number: int | None = None, line: str | None = None) -> Iterator[Row]:
+        """Report the failure held (and ``line``, the line nvbandwidth stopped on)."""
+        if line is None and not self.failure:
+            return
+        details = [text for _, text in self.failure]
+        at = number if number is not None else self.failure[0][0]
+        self.failure = []
+        end = _FAIL_END.match(line or "")
+        kind = (end.lastgroup if end else None) or "data_mismatch"
+        if details and details[0].startswith("Invalid value"):
+            what = "the copied data did not match what was written (nvbandwidth's data check)"
+            kind = "data_mismatch"
+        else:
+            what = {
+                "assert": "an ASSERT failed",
+                "cuda": "a CUDA call failed",
+                "nvml": "an NVML call failed",
+                "crash": "the process crashed",
+            }[kind]
+        quoted = "; ".join(repr(t[:300]) for t in [*details, *([line] if line else [])])
+        m = self.matrix
+        if m is not None:
+            yield from m.held  # the matrix lines printed before the stop were measured
+        test = (m.test if m is not None else None) or self.test
+        where = f"testcase {test}" if test else "nvbandwidth"
+        yield error_row(
+            self.run_id, BACKEND, self.source, self.build, at,
+            f"{where}: nvbandwidth stopped: {what}: {quoted}",
+            event=kind, **({"test": test} if test else {}),
+        )  # fmt: skip
+        # It exits after a failure: nothing of this testcase is missing beyond it.
+        self.matrix, self.test, self.matrices = None, None, 0
+
     def unfinished(self, line: int, context: str) -> Iterator[Row]:
         """The open matrix's rows, and an error row for what it still lacked, when the
         output stops or the next testcase starts."""
@@ -194,6 +253,12 @@ def rows_from_lines(
     for number, raw, ended in lines:
         last = number
         line = raw.strip()
+        if line and (_FAIL_END.match(line) or _FAIL_DETAIL.match(line)):
+            # Even cut short, a failure line names what nvbandwidth stopped on.
+            yield from st.fail(number, line)
+            continue
+        if line and st.failure:
+            yield from st.flush_failure()
         if line and not ended:
             # The last line of a cut file: nothing on it can be trusted.
             cut = (number, line)
@@ -273,6 +338,7 @@ def rows_from_lines(
                 st.models[int(d.group(1))] = d.group(2)
     if not st.tests:
         raise ParseError("no nvbandwidth testcase found", source, last or None)
+    yield from st.flush_failure()
     if cut is None:
         yield from st.unfinished(last, f"the output ends at line {last}")
         return
