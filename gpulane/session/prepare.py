@@ -147,6 +147,7 @@ def prepare(cfg: SweepConfig, job: str | None = None, packing: bool = False) -> 
 
 def _here(cfg: SweepConfig, job: str) -> SweepRun:
     """Ranks on this host (launcher=local) or where mpirun puts them."""
+    _no_campaign(cfg, f"launcher={cfg.launcher.name} starts its ranks from here")
     check_preset(cfg, str(cfg.device).lower())  # backend=mpi: before the GPUs are known
     ranks, device = resolve_world(cfg)
     check_preset(cfg, device)
@@ -213,8 +214,26 @@ def _check_world(cfg: SweepConfig, lp: LaunchPlan, pattern: str) -> None:
         )
 
 
+def _no_campaign(cfg: SweepConfig, why: str) -> None:
+    """A campaign key this route cannot honour: one error, rather than a run that ignores
+    it (a dry run that starts ranks, a pattern that runs one sweep)."""
+    camp = campaign_of(cfg)
+    for key, wanted in (
+        ("pattern", camp.pattern != "allocation"), ("dry_run", camp.dry_run),
+        ("pack", camp.pack),
+    ):  # fmt: skip
+        if wanted:
+            value = getattr(camp, key)
+            value = str(value).lower() if isinstance(value, bool) else value
+            raise InputError(
+                f"campaign.{key}={value}: {why}; campaigns, dry runs and "
+                "packing are for a launcher whose ranks are on other hosts (launcher=slurm)"
+            )
+
+
 def _nccl_tests(cfg: SweepConfig, job: str) -> SweepRun:
     """The user's nccl-tests: one rank per GPU, the world from the launcher or the GPUs."""
+    _no_campaign(cfg, "backend=nccl_tests runs the binaries as one launch")
     plan = build_plan(cfg, True)
     s = None
     if _remote_world(cfg):

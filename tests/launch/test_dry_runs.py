@@ -130,3 +130,25 @@ def test_ranks_the_launcher_does_not_start_are_refused_first(slurm: str, tmp_pat
         "campaign.dry_run=true", "ranks=2", *SMALL, f"results_dir={tmp_path}",
     )  # fmt: skip
     assert res.returncode == 0, res.stdout + res.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["campaign.dry_run=true"], "campaign.dry_run=true: launcher=local starts its ranks"),
+        (["campaign.pattern=pairs"], "campaign.pattern=pairs: launcher=local starts its ranks"),
+        (
+            ["launcher=slurm", "backend=nccl_tests", "campaign.dry_run=true"],
+            "campaign.dry_run=true: backend=nccl_tests runs the binaries as one launch",
+        ),
+    ],
+)
+def test_a_campaign_key_a_route_cannot_honour_is_refused(
+    slurm: str, tmp_path: Path, args: list[str], words: str
+) -> None:
+    """Not ignored: a dry run that started ranks here, or a pattern that ran one sweep."""
+    res = gpulane("sweep", *args, *SMALL, f"results_dir={tmp_path}")
+    assert res.returncode == 2, res.stdout + res.stderr
+    (line,) = res.stderr.strip().splitlines()
+    assert line.startswith(f"gpulane: error: {words}"), line
+    assert not list(tmp_path.iterdir())
