@@ -18,6 +18,60 @@ _STYLE = {
 }
 
 
+def _cell(topo: Topology, a: str, b: str) -> str:
+    if a == b:
+        return "X"
+    p = topo.pair(a, b)
+    if p is None or not p.label:
+        return ""
+    text = p.label if p.original is None else f"{p.label} ({p.original})"
+    return f"[{_STYLE.get(p.kind, '')}]{text}[/]" if p.kind in _STYLE else text
+
+
+def _plain(topo: Topology, a: str, b: str) -> str:
+    p = topo.pair(a, b)
+    if a == b or p is None or not p.label:
+        return "X" if a == b else ""
+    return p.label if p.original is None else f"{p.label} ({p.original})"
+
+
+def _width(topo: Topology, rows: list[str], cols: list[str]) -> int:
+    """The characters a matrix of these rows and columns takes, borders included: each
+    column as wide as its name or its widest cell, plus rich's padding and rule."""
+    first = max(len(r) for r in rows) + 3
+    return 1 + first + sum(max(len(c), *(len(_plain(topo, r, c)) for r in rows)) + 3 for c in cols)
+
+
+def _matrix(topo: Topology, title: str, rows: list[str], cols: list[str]) -> Table:
+    t = Table(title=title)
+    t.add_column("", no_wrap=True)
+    for n in cols:
+        t.add_column(n, justify="center", no_wrap=True)
+    for a in rows:
+        t.add_row(a, *(_cell(topo, a, b) for b in cols))
+    return t
+
+
+def _paths(topo: Topology, console: Console) -> None:
+    """The path matrix; one wider than the terminal (8 GPUs and 17 NICs) would cut every
+    name to "GP…", so it is shown as GPU-GPU and NIC-GPU matrices, NIC-NIC left out."""
+    gpus = [g.name for g in topo.gpus]
+    nics = [n.name for n in topo.nics]
+    names = gpus + nics
+    title = "Paths (as nvidia-smi topo -m labels them)"
+    if _width(topo, names, names) <= console.width or not gpus or not nics:
+        console.print(_matrix(topo, title, names, names))
+        return
+    console.print(_matrix(topo, "GPU-GPU paths (as nvidia-smi topo -m labels them)", gpus, gpus))
+    console.print(_matrix(topo, "NIC-GPU paths", nics, gpus))
+    console.print(
+        f"[dim]note:[/] the full {len(names)}x{len(names)} matrix is wider than the terminal "
+        f"({console.width} columns): NIC-NIC paths are left out here; "
+        "`gpulane topo --json` holds every pair",
+        highlight=False,
+    )
+
+
 def render(topo: Topology, console: Console | None = None) -> None:
     if console is None:
         console = Console()
@@ -25,24 +79,7 @@ def render(topo: Topology, console: Console | None = None) -> None:
             console = Console(width=max(console.width, 160))
     names = [g.name for g in topo.gpus] + [n.name for n in topo.nics]
     if topo.pairs and names:
-        t = Table(title="Paths (as nvidia-smi topo -m labels them)")
-        t.add_column("")
-        for n in names:
-            t.add_column(n, justify="center")
-        for a in names:
-            cells = []
-            for b in names:
-                if a == b:
-                    cells.append("X")
-                    continue
-                p = topo.pair(a, b)
-                if p is None or not p.label:
-                    cells.append("")
-                    continue
-                text = p.label if p.original is None else f"{p.label} ({p.original})"
-                cells.append(f"[{_STYLE.get(p.kind, '')}]{text}[/]" if p.kind in _STYLE else text)
-            t.add_row(a, *cells)
-        console.print(t)
+        _paths(topo, console)
 
     if topo.gpus:
         t = Table(title="GPUs")
