@@ -64,14 +64,28 @@ def nccl_tests_runs(root: Path, mode: str, tag: str) -> dict[Point, dict[str, An
     return out
 
 
+def _run_rows(run: Path) -> list[dict[str, Any]]:
+    """A run directory's rows as dicts: rows.jsonl's lines, else rows.parquet's rows (the
+    compact form benchmarks/ keeps; a missing cell is None, as in the JSON Lines)."""
+    if (run / "rows.jsonl").exists():
+        lines = (run / "rows.jsonl").read_text().splitlines()
+        return [json.loads(line) for line in lines if line.strip()]
+    if not (run / "rows.parquet").exists():
+        return []
+    from gpulane.parquet_rows import read_parquet
+
+    frame = read_parquet(run / "rows.parquet")
+    return [
+        {str(k): None if isinstance(v, float) and v != v else v for k, v in r.items()}
+        for r in frame.to_dict("records")
+    ]
+
+
 def gpulane_runs(root: Path) -> dict[str, dict[Point, dict[str, Any]]]:
     """build label -> that run's measured rows by point."""
     out: dict[str, dict[Point, dict[str, Any]]] = {}
-    for rows_file in sorted(root.glob("runs/*/rows.jsonl")):
-        for line in rows_file.read_text().splitlines():
-            if not line.strip():
-                continue
-            r = json.loads(line)
+    for run in sorted(d for d in root.glob("runs/*") if d.is_dir()):
+        for r in _run_rows(run):
             if r.get("time_us") is None or r.get("kind") != "collective":
                 continue
             requested = int((r.get("extra") or {}).get("requested_bytes", r["size_bytes"]))
