@@ -86,6 +86,12 @@ def _gpus(inp: Inputs) -> list[Gpu]:
     if inp.sysfs:
         found = sorted(d.bus_id for d in inp.sysfs.values() if d.is_nvidia_gpu)
         return [Gpu(name=f"GPU{i}", index=i, bus_id=b) for i, b in enumerate(found)]
+    for pm in inp.p2p:  # topo -p2p alone: the GPUs its matrix names
+        return [Gpu(name=g, index=int(g[3:])) for g in pm.gpus]
+    for tree in inp.trees:  # lspci -tv alone: its NVIDIA GPUs in PCI bus order
+        if nodes := tree.gpus():
+            inp.notes.append("GPUs numbered from the lspci -tv tree in PCI bus order")
+            return [Gpu(f"GPU{i}", i, bus_id=n.bus_id, model=n.name) for i, n in enumerate(nodes)]
     return []
 
 

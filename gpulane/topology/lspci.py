@@ -202,6 +202,21 @@ class LspciTree:
             out.append(node)
         return out
 
+    def gpus(self) -> list[TreeNode]:
+        """The NVIDIA GPUs of the tree, in PCI bus order (the order nvidia-smi numbers
+        them). The tree prints names, not device classes: an NVIDIA function counts as a
+        GPU unless its name says audio, USB, serial, bridge, switch or controller (an
+        NVSwitch that pci.ids does not name, ``Device 22a3``, would count too)."""
+        return sorted(
+            (n for n in self.nodes.values() if n.name and TREE_GPU_RE.search(n.name)),
+            key=lambda n: n.bus_id,
+        )
+
+
+TREE_GPU_RE = re.compile(
+    r"NVIDIA Corporation (?!.*(?:Audio|USB|Serial|Bridge|Switch|Controller))", re.IGNORECASE
+)
+
 
 def parse_lspci_tree(text: str, source: str = "<text>") -> LspciTree:
     """Parse ``lspci -tv`` (or ``-t``): each device with the bridge it sits behind.
