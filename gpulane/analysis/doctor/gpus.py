@@ -74,7 +74,8 @@ def _nvml_clocks(ev: Evidence) -> list[Finding]:
     """The clocks event reasons NVML reads (nvmlDeviceGetCurrentClocksEventReasons), for
     a machine where nvidia-smi -q is not there to say them."""
     out = []
-    for s in gpu_states(ev.nvml or {}):
+    states = gpu_states(ev.nvml or {})
+    for s in states:
         for reason in s.reasons:
             if reason in THROTTLE:
                 out.append(
@@ -88,6 +89,9 @@ def _nvml_clocks(ev: Evidence) -> list[Finding]:
                         s.name,
                     )
                 )
+    lost = [f"{s.name} ({s.lost})" for s in states if s.lost]
+    if lost and not out:  # "nothing found" would pass GPUs whose reasons were not read
+        raise NotRun("not read through NVML: " + ", ".join(lost))
     return out
 
 

@@ -90,3 +90,5 @@ def test_a_lost_gpu_is_named_and_never_counts_as_free(nvml_dir: Path) -> None:
     assert rc == 1
     assert report["no_gpu"] is None  # three GPUs answer: not "no GPU on this machine"
     assert titles(report, "foreign") == ["GPU2: not read through NVML (GPU is lost)"]
+    # GPU2 held the power cap: its clocks were not read, so clocks is not "ok" either
+    assert report["checks_not_run"]["clocks"] == "not read through NVML: GPU2 (GPU is lost)"
