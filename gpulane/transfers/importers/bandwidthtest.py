@@ -161,7 +161,7 @@ def rows_from_lines(
             st.seen.append(m.group(1))
             continue
         if m := _CSV.match(line):
-            if not complete((number, raw, ended)):
+            if not ended:  # a --csv line's fields all count: cut anywhere, it is cut
                 yield from st.held
                 yield st.cut(
                     number,
