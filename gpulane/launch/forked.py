@@ -80,6 +80,7 @@ def start_rank(
     context = multiprocessing.get_context("forkserver")
     # Preloading only takes effect when the server starts (the first rank of this process).
     context.set_forkserver_preload(PRELOAD + main_preload())
+    _server_deaf_to_ctrl_c()
     process = context.Process(
         target=_rank_main,
         args=(job, str(run_dir), env, str(log), core),
@@ -117,10 +118,33 @@ def _end_servers() -> None:
             os.kill(server, signal.SIGKILL)
 
 
+def _server_deaf_to_ctrl_c() -> None:
+    """Start the fork server (and multiprocessing's resource tracker) with SIGINT ignored,
+    which a new interpreter keeps: a terminal's Ctrl-C reaches the whole process group, and
+    a server still importing torch would print a 20-line KeyboardInterrupt traceback of its
+    own. The server ignores SIGINT after its imports anyway; this process handles the
+    Ctrl-C (its session ends the ranks). Only the spawn is covered (milliseconds), not
+    the wait for the server's imports, so this process still sees a Ctrl-C then."""
+    from multiprocessing import forkserver
+
+    try:
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except ValueError:  # not the main thread: no Ctrl-C is delivered here anyway
+        forkserver.ensure_running()
+        return
+    try:
+        forkserver.ensure_running()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def _rank_main(job: str, run_dir: str, env: dict[str, str], log: str, core: int | None) -> None:
     """In the forked rank: become what ``python -m gpulane.launch.worker`` would have been."""
     os.environ.clear()
     os.environ.update(env)
+    # The server's SIGINT was ignored (_server_deaf_to_ctrl_c): a rank takes Ctrl-C as a
+    # new process does.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     if core is not None:
         # Before any thread starts: the threads the rank starts inherit it.
         os.sched_setaffinity(0, {core})

@@ -27,7 +27,14 @@ from gpulane.launch.base import Launcher, LaunchResult, LaunchSpec
 from gpulane.record import Row
 from gpulane.rundir import NoteTail, RunDir, disk_note
 from gpulane.session.live import Display, RowTail
-from gpulane.session.signals import Terminated, sigterm_as_exception, stop_words
+from gpulane.session.signals import (
+    Stop,
+    Terminated,
+    record_stop,
+    sigterm_as_exception,
+    stop_line,
+    stop_words,
+)
 
 
 class View(Protocol):
@@ -244,7 +251,9 @@ class RunSession:
             result = self.launcher.interrupted(what)
             self.write_error(result.row_error or result.failure or what, result)
         self.run.finish()
-        self.say(f"# {what}: rows so far kept in {self.run.path}")
+        stop = Stop(code, what, self.run.run_id, self.run.path, self.started_rows)
+        record_stop(stop)  # a multirun stops too (commands/multirun.py)
+        self.say(f"# {stop_line(stop)}")
         return code
 
     def finish(self) -> int:
