@@ -32,11 +32,12 @@ from pathlib import Path
 from typing import Any
 
 from gpulane.inference.shapes import ModelShape, dtype_bytes, packaged_shape
+from gpulane.parquet_rows import read_parquet
 from gpulane.planning.comm import Comms, MeasuredComm, Projection
 from gpulane.planning.compute import Compute, GpuSpec, calibrate
 from gpulane.planning.placement import place
 from gpulane.planning.predict import Prediction, Workload, predict
-from gpulane.record import read_rows
+from gpulane.record import Row, read_rows, row_of
 from gpulane.topology.model import Topology
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,11 +46,27 @@ TARGET = 0.15
 SPLITS = ((2, 1), (1, 2))
 
 
-def rows_under(path: Path) -> list[dict[str, Any]]:
-    if not path.exists() or not any(path.rglob("rows.jsonl")):
+def run_dirs(path: Path) -> list[Path]:
+    """The run directories under ``path``: those with rows.jsonl, or rows.parquet (the
+    compact form benchmarks/ keeps its rows in)."""
+    if not path.exists():
         return []
+    return sorted({f.parent for n in ("rows.jsonl", "rows.parquet") for f in path.rglob(n)})
+
+
+def rows_under(path: Path) -> list[dict[str, Any]]:
+    rows: list[Row] = []
+    for run in run_dirs(path):
+        if (run / "rows.jsonl").exists():
+            rows += read_rows(run)
+        else:  # a missing cell is None, as in the JSON Lines
+            frame = read_parquet(run / "rows.parquet")
+            rows += [
+                row_of({k: None if isinstance(v, float) and v != v else v for k, v in r.items()})
+                for r in frame.to_dict("records")
+            ]
     # as dicts: the planner (MeasuredComm, calibrate) takes its rows as its frames' records
-    return [r.to_dict() for r in read_rows(path) if (r.status or "ok") == "ok"]
+    return [r.to_dict() for r in rows if (r.status or "ok") == "ok"]
 
 
 def measured_of(

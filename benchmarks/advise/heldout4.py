@@ -44,7 +44,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # run as a script: benchmarks.* beside gpulane
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.advise.heldout import err, pct, rows_under  # noqa: E402
+from benchmarks.advise.heldout import err, pct, rows_under, run_dirs  # noqa: E402
 from benchmarks.inference.step_ratio import from_tokens  # noqa: E402
 from gpulane.inference.shapes import packaged_shape  # noqa: E402
 from gpulane.planning.comm import MeasuredComm  # noqa: E402
@@ -345,7 +345,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gpus", type=int, default=4, help="the GPUs advised on (4, or 2)")
     args = ap.parse_args(argv)
     out: Path = args.outdir
-    if not any((out / "runs").rglob("rows.jsonl")) or not any((out / "advise").rglob("rows.jsonl")):
+    if not run_dirs(out / "runs") or not run_dirs(out / "advise"):
         print(f"{out}: no advise/ rows or no runs/ rows (run_gpu4.sh did not get that far)",
               file=sys.stderr)  # fmt: skip
         return 1
