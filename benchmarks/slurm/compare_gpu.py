@@ -19,9 +19,21 @@ from typing import Any
 
 
 def rows(folder: Path) -> list[dict[str, Any]]:
+    """The rows of each run directory in ``folder``: rows.jsonl, else rows.parquet (the
+    compact form benchmarks/ keeps; a missing cell is None, as in the JSON Lines)."""
     out = []
-    for f in sorted(folder.glob("*/rows.jsonl")):
-        out += [json.loads(x) for x in f.read_text().splitlines() if x.strip()]
+    for run in sorted(d for d in folder.glob("*") if d.is_dir()):
+        if (run / "rows.jsonl").exists():
+            lines = (run / "rows.jsonl").read_text().splitlines()
+            out += [json.loads(x) for x in lines if x.strip()]
+        elif (run / "rows.parquet").exists():
+            from gpulane.parquet_rows import read_parquet
+
+            frame = read_parquet(run / "rows.parquet")
+            out += [
+                {str(k): None if isinstance(v, float) and v != v else v for k, v in r.items()}
+                for r in frame.to_dict("records")
+            ]
     return out
 
 
