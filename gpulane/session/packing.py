@@ -55,7 +55,8 @@ def _overrides_label() -> str:
         from hydra.core.hydra_config import HydraConfig
 
         task = [str(o) for o in HydraConfig.get().overrides.task]
-        return " ".join(o for o in task if not o.startswith(("launcher", "results_dir"))) or "-"
+        skip = ("launcher", "campaign", "results_dir")
+        return " ".join(o for o in task if not o.startswith(skip)) or "-"
     except Exception:  # outside a Hydra job: no overrides to show
         return "-"
 
