@@ -7,6 +7,13 @@ watches them, and when they end or stall it says what happened in a
 :class:`LaunchResult`. It prints nothing (what it wants the user to see comes back from
 :meth:`Launcher.notes`) and knows nothing of collectives, copies or models: the session
 above it turns rows and results into tables and exit statuses.
+
+A launcher whose ranks run on other hosts (Slurm's, or a plugin's from outside gpulane)
+also prepares its own :class:`LaunchPlan` from its configuration, and does what the
+session, the campaigns and ``gpulane collect`` ask of it through the hooks below
+(``prepare``, ``from_plan``, ``for_nodes``, ``campaign_nodes``, ``lost_nodes``, ``attach``,
+``pending``, ``would_start``, ``pack``, ``array_settings``): nothing above it names a
+scheduler.
 """
 
 from __future__ import annotations
