@@ -147,6 +147,7 @@ class ParquetRows:
                 self._writer = pq.ParquetWriter(
                     self._tmp, table.schema, write_statistics=self._statistics()
                 )
+            table = _conformed(pa, table, self._writer.schema)
             if table.schema.equals(self._writer.schema):
                 self._writer.write_table(table)
                 return
@@ -162,6 +163,28 @@ class ParquetRows:
         """Columns with min/max per row group: not the JSON text ones, whose min and max
         would be whole rows' text kept in the file's footer (in memory until the end)."""
         return [name for name in self._names if name not in _JSON_COLUMNS]
+
+    def _join_parts(self, pa: Any, pq: Any) -> None:
+        """The part files as one file under the types that hold all of them, a row group
+        at a time: part 0 may hold nearly every row (a log whose last rows bring a type,
+        such as an error row's text, the first batch did not have), and read whole it
+        would hold them all in memory."""
+        schema = _unified(pa, self._schemas)
+        statistics = self._statistics()
+        with pq.ParquetWriter(self._tmp, schema, write_statistics=statistics) as writer:
+            for k in range(len(self._schemas)):
+                part = pq.ParquetFile(self._part(k))
+                for group in range(part.num_row_groups):
+                    table = part.read_row_group(group)
+                    columns = [
+                        table[f.name].cast(f.type)
+                        if f.name in table.column_names
+                        else pa.nulls(len(table), f.type)
+                        for f in schema
+                    ]
+                    writer.write_table(pa.table(columns, schema=schema))
+                part.close()
+                self._part(k).unlink()  # its rows are in the file now: free the disk
 
     def _part(self, k: int) -> Path:
         return Path(self._parts.name) / f"{k}.parquet"
@@ -187,18 +210,7 @@ class ParquetRows:
             elif not self._schemas:
                 return None
             else:
-                schema = _unified(pa, self._schemas)
-                statistics = self._statistics()
-                with pq.ParquetWriter(self._tmp, schema, write_statistics=statistics) as writer:
-                    for k in range(len(self._schemas)):
-                        table = pq.read_table(self._part(k))
-                        columns = [
-                            table[f.name].cast(f.type)
-                            if f.name in table.column_names
-                            else pa.nulls(len(table), f.type)
-                            for f in schema
-                        ]
-                        writer.write_table(pa.table(columns, schema=schema))
+                self._join_parts(pa, pq)
             os.replace(self._tmp, self.out)
             return self.out
         finally:
@@ -226,6 +238,28 @@ def _repeated(pa: Any, value: Any, n: int) -> Any:
         return pa.repeat(value, n)
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
         return _array(pa, [value] * n)
+
+
+def _conformed(pa: Any, table: Any, schema: Any) -> Any:
+    """``table`` under ``schema`` where that keeps every value: a column all null in
+    this batch, or whole numbers where the file holds floats, takes the file's type, so
+    that such a batch still goes straight to the file. Otherwise ``table`` as it is."""
+    if table.schema.equals(schema) or table.schema.names != schema.names:
+        return table
+    columns = []
+    for column, have, want in zip(table.columns, table.schema, schema, strict=True):
+        if have.type == want.type:
+            columns.append(column)
+        elif pa.types.is_null(have.type):
+            columns.append(pa.nulls(len(table), want.type))
+        elif pa.types.is_integer(have.type) and pa.types.is_floating(want.type):
+            try:  # a safe cast: refused where a float would not hold the number
+                columns.append(column.cast(want.type))
+            except (pa.ArrowInvalid, pa.ArrowTypeError):
+                return table
+        else:
+            return table
+    return pa.table(columns, schema=schema)
 
 
 def _unified(pa: Any, schemas: list[Any]) -> Any:
