@@ -6,12 +6,15 @@ import argparse
 import os
 from pathlib import Path
 
+import pandas as pd
+
 from gpulane.analysis.reference import ReferenceTable
 from gpulane.analysis.reference.site import accepted, entries_from_frame, write_site
 from gpulane.analysis.reference.table import SITE_FILE
 from gpulane.analysis.store import load_frame
 from gpulane.commands.args import ArgumentParser
 from gpulane.errors import InputError
+from gpulane.topology.paths import is_label
 
 EPILOG = """\
 examples:
@@ -47,6 +50,12 @@ def parser() -> argparse.ArgumentParser:
         "the folder above the first run)",
     )
     add.add_argument("--source", help="provenance text (default: 'site runs' and the run ids)")
+    add.add_argument(
+        "--path",
+        metavar="LABEL",
+        help="the path label (PIX, PXB, PHB, NODE, SYS, NV#) of collective rows that name "
+        "none, as a parsed nccl-tests log: what `nvidia-smi topo -m` shows between the GPUs",
+    )
     return p
 
 
@@ -72,7 +81,7 @@ def _add(args: argparse.Namespace) -> int:
         if not run.exists():
             raise InputError(f"{run}: no such run directory")
         accepted(run)  # every run vouched for before anything is written
-    frame = load_frame(runs)
+    frame = _with_path(load_frame(runs), args.path, runs)
     source = args.source or "site runs " + ", ".join(r.name for r in runs)
     entries = entries_from_frame(frame, source, ", ".join(str(r) for r in runs), "site")
     if not entries:
@@ -86,6 +95,27 @@ def _add(args: argparse.Namespace) -> int:
         f"# reference: {len(entries)} entries from {len(runs)} run(s) into {site} ({total} in all)"
     )
     return 0
+
+
+def _with_path(frame: pd.DataFrame, label: str | None, runs: list[Path]) -> pd.DataFrame:
+    """Collective rows that name no path (a parsed log) take ``--path``; without it they
+    cannot be a reference, and the error says how to give it."""
+    unnamed = (frame["kind"] == "collective") & frame["path"].isna() & (frame["status"] == "ok")
+    if label is None:
+        if unnamed.any() and not (frame["kind"] == "collective")[~unnamed].any():
+            raise InputError(
+                f"{', '.join(map(str, runs))}: the collective rows name no path label (a parsed "
+                "log?); give it with --path, e.g. --path PIX (`nvidia-smi topo -m` shows it)"
+            )
+        return frame
+    if not is_label(label) or label in ("X", "NET"):
+        raise InputError(
+            f"--path {label}: not a GPU path label; choose NV# (e.g. NV18), PIX, PXB, PHB, "
+            "NODE or SYS"
+        )
+    frame = frame.copy()
+    frame.loc[unnamed, "path"] = label
+    return frame
 
 
 def main(argv: list[str]) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -86,3 +87,45 @@ def test_compare_and_accept_show_the_verdict_on_committed_runs(
     out = capsys.readouterr().out
     lines = [ln for ln in out.splitlines() if ln.startswith("# reference: nvlink")]
     assert len(lines) == 5 and all("reference is this run itself" in ln for ln in lines)
+
+
+PCIE_LOG = "public/nccl-tests/autodl_2x2080ti_all_reduce_pcie_noP2P.txt"
+
+
+def test_add_a_parsed_real_pcie_log_then_judge_another_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # a user's own accepted PCIe collective run: a real 2x RTX 2080 Ti nccl-tests log
+    run = tmp_path / "runs" / "pcie"
+    log = str(fixture_path(PCIE_LOG))
+    assert main(["parse", "nccl-tests", log, "--out", str(run), "--run-id", "pcie-1"]) == 0
+    _accept(run, "pass")
+    capsys.readouterr()
+    # the log names no path label: refused until --path gives it, never guessed
+    assert main(["reference", "add", str(run)]) == 2
+    assert "--path" in capsys.readouterr().err
+    assert main(["reference", "add", str(run), "--path", "BOGUS"]) == 2
+    assert "not a GPU path label" in capsys.readouterr().err
+    assert main(["reference", "add", str(run), "--path", "PIX"]) == 0
+    assert "entries from 1 run(s)" in capsys.readouterr().out
+    listed = (run.parent / "reference.yaml").read_text()
+    assert "GeForce RTX 2080 Ti" in listed and "path: PIX" in listed and "pcie-1" in listed
+    # the same log again under another run id, its path now known: judged by the site entry
+    again = tmp_path / "runs" / "pcie-again"
+    assert main(["parse", "nccl-tests", log, "--out", str(again), "--run-id", "pcie-2"]) == 0
+    for name in ("rows.jsonl", "facts.jsonl"):  # wherever the rows' shared fields are kept
+        if (again / name).is_file():
+            text = re.sub(r'"path":\s*null', '"path": "PIX"', (again / name).read_text())
+            (again / name).write_text(text)
+    (again / "rows.parquet").unlink(missing_ok=True)
+    capsys.readouterr()
+    assert main(["results", str(run.parent), "--run", "pcie-2", "--size-min", "1G"]) == 0
+    out = capsys.readouterr().out
+    line = next(ln for ln in out.splitlines() if ln.startswith("# reference:"))
+    assert "normal for 2× GeForce RTX 2080 Ti PIX" in line and "site runs pcie" in line, line
+    # the run it was made from is never judged against its own range: here the published
+    # figure for the GPU on any path holds, an independent one
+    assert main(["results", str(run.parent), "--run", "pcie-1", "--size-min", "1G"]) == 0
+    out = capsys.readouterr().out
+    line = next(ln for ln in out.splitlines() if ln.startswith("# reference:"))
+    assert "site runs pcie" not in line and "Anthony-Hoo" in line, line

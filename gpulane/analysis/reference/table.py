@@ -79,6 +79,8 @@ class Entry:
     runs: int | None = None
     run_ids: tuple[str, ...] = ()  # the gpulane runs the range was made from (self-judging)
     conditions: str = ""
+    quote: str = ""  # the source's own words for the figure, verbatim (" ... " between)
+    local_copy: str = ""  # a verbatim copy of the source in this repository, to check quote
     where: str = ""  # the table file the entry was read from
 
     @property
@@ -101,7 +103,8 @@ class Entry:
             text += f" ({mem} memory)" if mem else ""
             text += ", both directions" if self.bidirectional else ""
             return text + (f", NCCL {self.nccl}" if self.nccl else "")
-        text = f"{nodes}{self.world_size}× {model} {self.path}"
+        path = "any path" if self.path == "*" else self.path
+        text = f"{nodes}{self.world_size}× {model} {path}"
         if self.nvls is True:
             text += " with NVLS"
         elif self.nvls is False:
