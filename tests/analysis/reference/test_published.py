@@ -11,7 +11,7 @@ import pytest
 
 from gpulane.analysis.reference import ReferenceTable, facts_of, judge, reference_lines
 from gpulane.analysis.reference.table import Entry, read_table, shipped_tables
-from gpulane.analysis.store import frame_from_rows, load_frame
+from gpulane.analysis.store import load_frame
 from gpulane.record import Row
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -81,8 +81,14 @@ def test_real_h200_gen5_x16_copy_rows_are_normal_against_published_figures() -> 
 
 
 def _coll(
-    gpu: str, n: int, busbw: float, env: dict[str, str], path: str | None = "SYS",
-    size: int = 2 * GIB, run: str = "r", transport: str | None = None,
+    gpu: str,
+    n: int,
+    busbw: float,
+    env: dict[str, str],
+    path: str | None = "SYS",
+    size: int = 2 * GIB,
+    run: str = "r",
+    transport: str | None = None,
 ) -> Row:
     return Row(
         run_id=run, kind="collective", backend="nccl-tests", op="all_reduce", build="b",
