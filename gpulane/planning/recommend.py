@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpulane.planning.predict import Prediction
-from gpulane.planning.uncertainty import BASIS_TEXT, rounded
+from gpulane.planning.uncertainty import BASIS_TEXT, rounded, too_close_to_call
 from gpulane.topology.paths import label_badness
 
 
@@ -83,16 +83,17 @@ def close_call(best: Prediction, margin: float) -> str | None:
     """The words for a pick whose margin over the runner-up is within the error its basis
     had in validation (each figure could be off by that much in either direction of the
     range); None when the margin is wider, or the basis has no error table."""
-    err = best.basis.error if best.basis else None
-    if err is None:
+    basis = best.basis
+    err = basis.error if basis else None
+    if basis is None or err is None:
         return None
     widest = (1 + err.high) / (1 + err.low)
-    if margin > widest:
+    if not too_close_to_call(margin, err):
         return None
     return (
         f"too close to call on this basis ({margin:.2f}x, within the {widest:.2f}x that "
-        f"{BASIS_TEXT[best.basis.compute]} figures can differ by): depends on the engine version and "
-        f"settings, which the advisor does not see: {UNSEEN}; measure both splits with "
+        f"{BASIS_TEXT[basis.compute]} figures can differ by): depends on the engine "
+        f"version and settings, which the advisor does not see: {UNSEEN}; measure both splits with "
         f"gpulane tokens (or the engine's own benchmark) to decide"
     )
 

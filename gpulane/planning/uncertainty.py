@@ -132,6 +132,12 @@ def basis_of(compute: Compute, collectives: str, errors: Mapping[str, ExpectedEr
     return Basis(kind, collectives, errors.get(kind))
 
 
+def too_close_to_call(margin: float, error: ExpectedError) -> bool:
+    """A ratio of two predictions within what two figures of this basis can differ by:
+    one low by ``error.low`` and the other high by ``error.high``."""
+    return margin <= (1 + error.high) / (1 + error.low)
+
+
 def digits_for(error: ExpectedError | None) -> int:
     """Significant digits a figure of this error deserves: 2 when the error spans more
     than 30 %, 3 when more than 3 %, else 4."""

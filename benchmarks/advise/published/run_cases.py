@@ -1,11 +1,16 @@
 """The advisor (python -m gpulane advise) on published TP-vs-PP results of PCIe builds.
 
-Each case: the build as a what_if (every GPU on PCIe GENxWIDTH, no NVLink), the GPU model
-from advise.yaml's gpu_specs, the model, dtype and workload of the publication, and the
-two splits it compared. The advisor's pick between those two is the one with the shorter
-predicted request time at the case's batch (same batch: throughput ratio = inverse of the
-request-time ratio). Where the published winner turns on something the advisor has no
-input for (the engine's version, P2P state), the row says so: agrees = undecidable.
+Each case puts one publication's build to the advisor: every GPU on PCIe GENxWIDTH with
+no NVLink (what_if), the GPU model from advise.yaml's gpu_specs, its P2P state (p2p=),
+the model, dtype and workload (concurrency= is the decode step's batch), and the two arms
+it compared (two splits, one split at two GPU counts, or one split with P2P on and off).
+Each arm's figure is the advisor's decode tok/s (per GPU where the publication gives per
+GPU figures), against the publication's output tok/s. The advisor agrees when it names
+the published winner. Where the two published arms differ in something the advisor has
+no input for (the engine's version, NCCL's channel settings), the row says which input
+decides it, and whether the advisor's pick would stand without it. Collective figures:
+from the reference table (gpulane/conf/reference/*.yaml) where it has an all_reduce
+figure of the case's GPU and link; else the what_if projection (advise.yaml projection:).
 
     python3 benchmarks/advise/published/run_cases.py     # writes cases.jsonl and cases.md
 """
@@ -19,114 +24,135 @@ import sys
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
+import yaml
 
-CASES: list[dict[str, Any]] = [
-    {
-        "case": "8x L4, Llama 3.1 70B FP8, vLLM",
-        "source": "https://substratus.ai/blog/benchmarking-llama-3.1-70b-on-l4",
-        "verified": True,
-        "args": [
-            "model=llama3-70b",
-            "gpus=8",
-            "gpu=L4",
-            "dtype=fp8",
-            "what_if=pcie:4x16",
-            "batch=64",
-            "input_len=256",
-            "output_len=256",
-        ],
-        "splits": [[2, 4], [4, 2]],  # [tp, pp]: PP4-TP2 vs PP2-TP4
-        "published_winner": "TP=2xPP=4",
-        "published_ratio": 307.61 / 261.16,  # output tok/s, quoted on the page
-        "deciding_input": None,
-    },
-    {
-        "case": "2x RTX 3090, PCIe x8, no P2P, vLLM V0 vs V1",
-        "source": "Atrociel/dual-rtx3090-llm-inference-platform "
-        "benchmarks/parallelism-comparison.md",
-        "verified": False,
-        "args": [
-            "model=llama3-8b",
-            "gpus=2",
-            "gpu=RTX 3090",
-            "what_if=pcie:4x8",
-            "batch=1",
-            "input_len=512",
-            "output_len=256",
-        ],
-        "splits": [[1, 2], [2, 1]],
-        "published_winner": "PP=2 on vLLM V0, TP=2 on V1",
-        "published_ratio": None,
-        "deciding_input": "engine version (vLLM V0 vs V1); P2P off (no advisor input)",
-    },
-    {
-        "case": "8x RTX PRO 6000, P2P on vs off",
-        "source": "local-inference-lab/rtx6kpro",
-        "verified": False,
-        "args": [
-            "model=llama3-70b",
-            "gpus=8",
-            "gpu=RTX PRO 6000",
-            "what_if=pcie:5x16",
-            "batch=1",
-            "input_len=512",
-            "output_len=256",
-        ],
-        "splits": [[8, 1], [4, 2]],
-        "published_winner": "P2P on (single request), P2P off (100 concurrent)",
-        "published_ratio": None,
-        "deciding_input": "P2P state: the advisor has no p2p= input yet",
-    },
-]
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[2]
+REFERENCE = ROOT / "gpulane/conf/reference"
+sys.path.insert(0, str(ROOT))
+
+from case_list import CASES  # noqa: E402  (the cases, with their sources quoted)
 
 
 def advise(args: list[str]) -> dict[str, Any]:
     cmd = [sys.executable, "-m", "gpulane", "advise", *args, "format=json"]
-    out = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    out = subprocess.run(cmd, capture_output=True, text=True, check=False, cwd=ROOT)
     if out.returncode != 0:
         raise SystemExit(f"gpulane advise {' '.join(args)}: {out.stderr.strip()}")
     result: dict[str, Any] = json.loads(out.stdout)
     return result
 
 
-def name(tp: int, pp: int) -> str:
-    return f"TP={tp}xPP={pp}"
+def reference_allreduce(gpu: str, link: str) -> dict[str, Any] | None:
+    """An all_reduce busbw entry of the reference table for this GPU and link, if any."""
+    for path in sorted(REFERENCE.glob("*.yaml")):
+        for e in yaml.safe_load(path.read_text()) or []:
+            if not isinstance(e, dict) or e.get("kind") != "collective":
+                continue
+            gpus = [str(g) for g in e.get("gpu") or []]
+            if (
+                e.get("op") == "all_reduce"
+                and str(e.get("link")) == link
+                and any(gpu.lower() in g.lower() for g in gpus)
+            ):
+                return {**e, "file": path.name}
+    return None
+
+
+def collective_args(case: dict[str, Any]) -> tuple[list[str], str]:
+    """Advisor overrides from a reference all_reduce figure, and where they came from."""
+    gen, width = case["link"]
+    link = f"PCIe Gen{gen} x{width}"
+    ref = reference_allreduce(case["gpu"], link)
+    if ref is None:
+        return [], f"no reference all_reduce figure for {case['gpu']} on {link}: projected"
+    from gpulane.units import pcie_gbps
+
+    busbw = (float(ref["low"]) + float(ref["high"])) / 2
+    eff = busbw / pcie_gbps(gen, width)
+    return [f"projection.efficiency.pcie={eff:.3f}"], (
+        f"reference {ref['file']}: all_reduce busbw {ref['low']}-{ref['high']} GB/s "
+        f"({ref.get('source')})"
+    )
+
+
+def arm_figure(case: dict[str, Any], arm: dict[str, Any], extra: list[str]) -> dict[str, Any]:
+    """The advisor's decode tok/s (per GPU when the case says) of one arm."""
+    gen, width = case["link"]
+    gpus = arm.get("gpus", case["gpus"])
+    args = [
+        f"model={case['model']}", f"gpus={gpus}", f"gpu={case['gpu']}",
+        f"dtype={case['dtype']}", f"what_if=pcie:{gen}x{width}",
+        f"p2p={arm.get('p2p', case.get('p2p', 'on'))}", f"concurrency={case['concurrency']}",
+        f"input_len={case['input_len']}", f"output_len={case['output_len']}", *extra,
+    ]  # fmt: skip
+    d = advise(args)
+    pred = next((p for p in d["predictions"] if (p["tp"], p["pp"]) == (arm["tp"], arm["pp"])), None)
+    if pred is None or not pred["fits"] or pred["decode"] is None:
+        return {"tok_s": None, "basis": None}
+    tok_s = pred["decode"]["tokens_per_s"] / (gpus if case.get("per_gpu") else 1)
+    return {"tok_s": tok_s, "basis": pred["basis"]}
+
+
+def too_close(margin: float, basis: dict[str, Any] | None) -> bool:
+    """As the advisor's close_call: a margin within what figures of that basis differ by."""
+    from gpulane.planning.uncertainty import ExpectedError, too_close_to_call
+
+    err = (basis or {}).get("expected_error")
+    return err is not None and too_close_to_call(margin, ExpectedError(**err))
 
 
 def score(case: dict[str, Any]) -> dict[str, Any]:
-    d = advise(case["args"])
-    times = {(p["tp"], p["pp"]): p.get("request_ms") for p in d["predictions"] if p["fits"]}
-    (ta, pa), (tb, pb) = case["splits"]
-    a, b = times.get((ta, pa)), times.get((tb, pb))
-    row: dict[str, Any] = {k: case[k] for k in ("case", "source", "verified")}
-    row.update(published_winner=case["published_winner"])
-    ratio = case["published_ratio"]
-    row["published_ratio"] = None if ratio is None else round(ratio, 3)
-    if a is None or b is None:
-        row.update(advisor_pick=None, predicted_ratio=None, agrees="undecidable",
-                   deciding_input="a split does not fit")  # fmt: skip
+    extra, coll_source = collective_args(case)
+    a, b = (arm_figure(case, arm, extra) for arm in case["arms"])
+    names = [arm["name"] for arm in case["arms"]]
+    pa, pb = case["published"]
+    row: dict[str, Any] = {k: case[k] for k in ("case", "source", "quote")}
+    row.update(
+        published_winner=names[0] if pa >= pb else names[1],
+        published_ratio=round(pa / pb, 3),
+        collectives=coll_source,
+    )
+    if a["tok_s"] is None or b["tok_s"] is None:
+        row.update(advisor_pick=None, predicted_ratio=None, agrees="no: an arm does not fit",
+                   deciding_input=case.get("deciding_input"))  # fmt: skip
         return row
-    pick = name(ta, pa) if a <= b else name(tb, pb)
-    row["advisor_pick"] = pick
-    row["predicted_ratio"] = round(b / a, 3)  # throughput of the first split over the second
-    if case["deciding_input"]:
-        row.update(agrees="undecidable", deciding_input=case["deciding_input"])
+    ratio = a["tok_s"] / b["tok_s"]
+    pick = names[0] if ratio >= 1 else names[1]
+    row.update(advisor_pick=pick, predicted_ratio=round(ratio, 3))
+    close = too_close(max(ratio, 1 / ratio), a["basis"])
+    row["basis"] = (a["basis"] or {}).get("text")
+    decides = case.get("deciding_input")
+    if pick == row["published_winner"] and not decides:
+        agrees = "yes"
+    elif decides:
+        agrees = f"depends: {decides}"
+    elif close:
+        agrees = "too close to call at this basis: depends on the engine version and settings"
     else:
-        row.update(agrees="yes" if pick == case["published_winner"] else "no",
-                   deciding_input=None)  # fmt: skip
+        agrees = "no"
+    row.update(agrees=agrees, deciding_input=decides, advisor_margin_within_error=close)
     return row
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    head = "| case | published winner | published ratio | advisor pick | predicted ratio | agrees | deciding input |"
+    head = (
+        "| case | published winner | published ratio | advisor pick | predicted ratio | "
+        "agrees | collectives |"
+    )
     lines = [head, "|---|---|---|---|---|---|---|"]
     for r in rows:
         cells = [r["case"], r["published_winner"], r["published_ratio"], r["advisor_pick"],
-                 r["predicted_ratio"], r["agrees"], r["deciding_input"]]  # fmt: skip
+                 r["predicted_ratio"], r["agrees"], r["collectives"]]  # fmt: skip
         lines.append("| " + " | ".join("-" if c is None else str(c) for c in cells) + " |")
-    note = "ratio: throughput of the case's first split over its second (first split: TP=2xPP=4, TP=1xPP=2, TP=8xPP=1)"
-    return "\n".join(lines) + "\n\n" + note + "\n"
+    same = sum(1 for r in rows if r["advisor_pick"] == r["published_winner"])
+    decided = sum(1 for r in rows if r["agrees"] != "no")
+    note = (
+        "\nratio: the first arm's output tok/s over the second's (per GPU where the case says).\n"
+        f"advisor pick = published winner: {same} of {len(rows)}; "
+        f"the published winner or the deciding input named: {decided} of {len(rows)}\n"
+    )
+    return "\n".join(lines) + "\n" + note
 
 
 def main(argv: list[str] | None = None) -> int:
