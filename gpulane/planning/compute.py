@@ -16,6 +16,8 @@ from gpulane.inference.roofline import step_cost
 from gpulane.inference.shapes import ModelShape, packaged_shape, shape_from_config
 from gpulane.inference.sharding import check_parallel
 from gpulane.planning.fixed import DECODE_KERNELS, stage_launches, stage_units
+from gpulane.planning.rows import as_rows, extra, ok
+from gpulane.record import Row
 
 
 @dataclass(frozen=True)
@@ -170,59 +172,58 @@ class _Point:
     kernels: float = 0.0  # prefill: kernels launched over the row's chunks
 
 
-def _row_shape(row: Mapping[str, Any], target: ModelShape) -> ModelShape | None:
+def _row_shape(row: Row, target: ModelShape) -> ModelShape | None:
     """The shape a tokens row ran: the target's when it is the same model, else the shape
     the row carries (extra.shape) or the packaged model config of that name."""
-    name = row.get("model")
+    name = row.model
     if name == target.name:
         return target
-    extra = row.get("extra") if isinstance(row.get("extra"), dict) else {}
-    assert isinstance(extra, dict)
-    if isinstance(extra.get("shape"), dict):
+    shape = extra(row).get("shape")
+    if isinstance(shape, dict):
         try:
-            return shape_from_config({**extra["shape"], "name": name})
+            return shape_from_config({**shape, "name": name})
         except InputError:
             return None
     return packaged_shape(str(name)) if name else None
 
 
 def _points(
-    compute: Compute, shape: ModelShape, rows: list[Mapping[str, Any]], op: str, batch: int,
+    compute: Compute, shape: ModelShape, rows: list[Row], op: str, batch: int,
     input_len: int, dbytes: int, compiled: bool,
 ) -> list[_Point]:  # fmt: skip
     base = Compute(compute.gpu)
     found = []
     for r in rows:
-        if r.get("op") != op or bool((r.get("extra") or {}).get("compile")) != compiled:
+        ex = extra(r)
+        if r.op != op or bool(ex.get("compile")) != compiled:
             continue
-        tp = int(_f(r.get("tp")) or 1)
-        extra = r.get("extra") or {}
-        measured = _f(extra.get("compute_only_ms"))
+        tp = int(_f(r.tp) or 1)
+        measured = _f(ex.get("compute_only_ms"))
         if measured is None and tp == 1:
-            measured = (_f(r.get("time_us")) or 0) / 1e3 or None
-        b, i = _f(r.get("batch")), _f(r.get("input_len"))
+            measured = (_f(r.time_us) or 0) / 1e3 or None
+        b, i = _f(r.batch), _f(r.input_len)
         row_shape = _row_shape(r, shape)
         if measured is None or b is None or i is None or row_shape is None:
             continue
         b_, i_ = int(b), int(i)
-        run_shape = row_shape.with_layers(int(_f(r.get("layers")) or row_shape.num_layers))
+        run_shape = row_shape.with_layers(int(_f(r.layers) or row_shape.num_layers))
         try:
             check_parallel(run_shape, tp, 1)
         except InputError:
             continue
         if op == "decode":
-            o = int(_f(r.get("output_len")) or 1)
+            o = int(_f(r.output_len) or 1)
             roof = base.decode_ms(run_shape, tp, 1, 0, b_, cache_len(i_, o), dbytes)
             units = stage_units(run_shape, tp, 1, 0, op, b_, compiled, dbytes)
         else:
-            k = int(_f(extra.get("prefill_chunks")) or 1)
+            k = int(_f(ex.get("prefill_chunks")) or 1)
             per = -(-b_ // k)
             roof = k * base.prefill_ms(run_shape, tp, 1, 0, per, i_, dbytes)
             units = k * stage_units(run_shape, tp, 1, 0, op, per * i_, compiled, dbytes)
             kernels = k * stage_launches(run_shape, tp, 1, 0, compiled)[0]
         if roof <= 0:
             continue
-        where = f"{r.get('model')} {r.get('run_id')} tp={tp} batch {b_} in {i_}: {measured:.2f} ms"
+        where = f"{r.model} {r.run_id} tp={tp} batch {b_} in {i_}: {measured:.2f} ms"
         here = b_ == batch and i_ == input_len
         found.append(_Point(here, measured / roof, where, tp, roof, measured, units,
                             kernels if op == "prefill" else 0.0))  # fmt: skip
@@ -232,7 +233,7 @@ def _points(
 def calibrate(
     compute: Compute,
     shape: ModelShape,
-    token_rows: Iterable[Mapping[str, Any]],
+    token_rows: Iterable[Row | Mapping[str, Any]],
     batch: int,
     input_len: int,
     dbytes: int,
@@ -250,16 +251,16 @@ def calibrate(
     known. Returns ``compute`` unchanged when no row fits."""
     rows = [
         r
-        for r in token_rows
-        if r.get("kind") == "tokens"
-        and (r.get("status") or "ok") == "ok"
-        and int(_f(r.get("pp")) or 0) == 1
-        and r.get("op") in ("decode", "prefill")
+        for r in as_rows(token_rows)
+        if r.kind == "tokens"
+        and ok(r)
+        and int(_f(r.pp) or 0) == 1
+        and r.op in ("decode", "prefill")
     ]
-    own = [r for r in rows if r.get("model") == shape.name]
+    own = [r for r in rows if r.model == shape.name]
     if own:
         rows = own
-    flags = [bool((r.get("extra") or {}).get("compile")) for r in rows]
+    flags = [bool(extra(r).get("compile")) for r in rows]
     compiled = flags.count(True) > flags.count(False)
     scales: dict[str, float] = {}
     fixed: dict[str, float] = {}
@@ -332,22 +333,22 @@ class _Eager:
     where: str
 
 
-def _eager_rows(rows: list[Mapping[str, Any]], target: ModelShape, compiled: bool) -> list[_Eager]:
+def _eager_rows(rows: list[Row], target: ModelShape, compiled: bool) -> list[_Eager]:
     out = []
     for r in rows:
-        extra = r.get("extra") or {}
-        if r.get("op") != "prefill" or bool(extra.get("compile")) != compiled:
+        ex = extra(r)
+        if r.op != "prefill" or bool(ex.get("compile")) != compiled:
             continue
-        eager, graph = _f(extra.get("eager_ms")), _f(r.get("time_us"))
+        eager, graph = _f(ex.get("eager_ms")), _f(r.time_us)
         row_shape = _row_shape(r, target)
         if eager is None or graph is None or row_shape is None:
             continue
-        run_shape = row_shape.with_layers(int(_f(r.get("layers")) or row_shape.num_layers))
-        tp = int(_f(r.get("tp")) or 1)
-        chunks = int(_f(extra.get("prefill_chunks")) or 1)
+        run_shape = row_shape.with_layers(int(_f(r.layers) or row_shape.num_layers))
+        tp = int(_f(r.tp) or 1)
+        chunks = int(_f(ex.get("prefill_chunks")) or 1)
         kernels, colls = stage_launches(run_shape, tp, 1, 0, compiled)
-        host = _f(extra.get("eager_host_ms"))
-        where = f"{r.get('model')} tp={tp} batch {r.get('batch')} in {r.get('input_len')}"
+        host = _f(ex.get("eager_host_ms"))
+        where = f"{r.model} tp={tp} batch {r.batch} in {r.input_len}"
         out.append(_Eager(eager / chunks, graph / 1e3 / chunks,
                           None if host is None else host / chunks, kernels, colls, where))  # fmt: skip
     return out
@@ -375,7 +376,7 @@ def _typical_pace(passes: list[tuple[float, int, int, str]]) -> tuple[float, str
 
 
 def _host_fit(
-    rows: list[Mapping[str, Any]], target: ModelShape, compiled: bool
+    rows: list[Row], target: ModelShape, compiled: bool
 ) -> tuple[float, float, str | None]:
     """(ms per kernel, ms per TP collective, what was fitted) of the host's launches in an
     eager prefill, from pp=1 prefill rows that timed one eagerly beside the graph replay

@@ -24,27 +24,24 @@ from gpulane.inference.sharding import step_comm
 from gpulane.planning.comm import Comms
 from gpulane.planning.compute import Compute, _f, _row_shape
 from gpulane.planning.placement import place
+from gpulane.planning.rows import as_rows, extra, ok
+from gpulane.record import Row
 from gpulane.topology.model import Topology
 
 
 def _extra_ms(
-    row: Mapping[str, Any], shape: ModelShape, comms: Comms, topology: Topology, dbytes: int
+    row: Row, shape: ModelShape, comms: Comms, topology: Topology, dbytes: int
 ) -> tuple[float, str] | None:
     """(ms per collective beyond the curve, where) of one TP>1 decode row that carries
     its step with collectives (``time_us``) and without (``extra.compute_only_ms``)."""
-    extra = row.get("extra") or {}
-    tp = int(_f(row.get("tp")) or 1)
-    total, alone, batch = (
-        _f(row.get("time_us")),
-        _f(extra.get("compute_only_ms")),
-        _f(row.get("batch")),
-    )
+    tp = int(_f(row.tp) or 1)
+    total, alone, batch = _f(row.time_us), _f(extra(row).get("compute_only_ms")), _f(row.batch)
     row_shape = _row_shape(row, shape)
     if tp < 2 or total is None or alone is None or batch is None or row_shape is None:
         return None
     if len(topology.gpus) < tp:
         return None
-    run = row_shape.with_layers(int(_f(row.get("layers")) or row_shape.num_layers))
+    run = row_shape.with_layers(int(_f(row.layers) or row_shape.num_layers))
     placement = place(topology, tp, tp, 1)
     calls = [c for c in step_comm(run, tp, 1, int(batch), int(batch), dbytes) if c.op != "send"]
     count = sum(c.count for c in calls)
@@ -59,16 +56,14 @@ def _extra_ms(
         / 1e3
     )
     measured = total / 1e3 - alone
-    where = (
-        f"{row.get('model')} tp={tp} batch {int(batch)}: {measured:.3f} ms vs curves {curve:.3f}"
-    )
+    where = f"{row.model} tp={tp} batch {int(batch)}: {measured:.3f} ms vs curves {curve:.3f}"
     return (measured - curve) / count, where
 
 
 def with_step_collectives(
     compute: Compute,
     shape: ModelShape,
-    token_rows: Sequence[Mapping[str, Any]],
+    token_rows: Sequence[Row | Mapping[str, Any]],
     comms: Comms,
     topology: Topology,
     dbytes: int,
@@ -78,11 +73,10 @@ def with_step_collectives(
     collective time per collective beyond the curves, never below 0; unchanged where no
     row times its step both ways (the curves alone, as before)."""
     rows = [
-        r for r in token_rows
-        if r.get("kind") == "tokens" and (r.get("status") or "ok") == "ok"
-        and r.get("op") == "decode" and int(_f(r.get("pp")) or 1) == 1
+        r for r in as_rows(token_rows)
+        if r.kind == "tokens" and ok(r) and r.op == "decode" and int(_f(r.pp) or 1) == 1
     ]  # fmt: skip
-    own = [r for r in rows if r.get("model") == shape.name]
+    own = [r for r in rows if r.model == shape.name]
     found = []
     for r in own or rows:
         try:
