@@ -165,11 +165,23 @@ def scale_axis(ax: Any, axis: str, values: Sequence[Any]) -> bool:
     if axis == "y":
         if log:
             ax.set_yscale("log")
+            _plain_log_labels(ax.yaxis)
         else:
             ax.set_ylim(bottom=0)
     elif log:
         ax.set_xscale("log")
+        _plain_log_labels(ax.xaxis)
     return log
+
+
+def _plain_log_labels(axis: Any) -> None:
+    """Log tick labels as plain text ("100", "20"), labelled as matplotlib's default
+    does. The default writes them as mathtext ($10^{2}$), whose parser took 0.7 of the
+    1.6 s an accept page's copy plot took to draw on a 2-core VM."""
+    from matplotlib import ticker
+
+    axis.set_major_formatter(ticker.LogFormatter())
+    axis.set_minor_formatter(ticker.LogFormatter(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
 
 
 def size_axis(ax: Any, sizes: Iterable[Any]) -> None:

@@ -132,7 +132,8 @@ def acceptance_section(
     plots = baseline_plots(current, baseline, verdict.checks) if len(current) else []
     if baseline is None:
         where = f" ({e(baseline_source)} not found)" if baseline_source else ""
-        parts.append(f"<p>No baseline rows{where}: the plots show the current run alone.</p>")
+        alone = "the plots show the current run alone" if plots else "see the plots below"
+        parts.append(f"<p>No baseline rows{where}: {alone}.</p>")
     parts += [figure(p) for p in plots]
     margins = margin_plot(verdict.checks)
     if margins is not None:

@@ -92,7 +92,9 @@ def test_accept_existing_rows_passes(nvlink_run: Path, tmp_path: Path) -> None:
     names = {c.get("classname") for c in suite.iter("testcase")}
     assert "gpulane.accept.pinned_h2d" in names
     html = (nvlink_run / "report.html").read_text()
-    assert 'id="checks"' in html and "PASS" in html and 'id="plot-accept-collective-' in html
+    assert 'id="checks"' in html and "PASS" in html and 'id="plot-collective-' in html
+    # no baseline, nothing failing: the acceptance section draws no second copy of them
+    assert 'id="plot-accept-collective-' not in html and "see the plots below" in html
 
 
 def test_accept_fails_naming_the_rule(socket_run: Path, tmp_path: Path) -> None:
