@@ -206,9 +206,15 @@ class LspciTree:
         """The NVIDIA GPUs of the tree, in PCI bus order (the order nvidia-smi numbers
         them). The tree prints names, not device classes: an NVIDIA function counts as a
         GPU unless its name says audio, USB, serial, bridge, switch or controller (an
-        NVSwitch that pci.ids does not name, ``Device 22a3``, would count too)."""
+        NVSwitch that pci.ids does not name, ``Device 22a3``, would count too). Only
+        function 0 counts: a GPU's other functions (audio .1, USB .2, serial .3) are never
+        GPUs, also where a cut name (``AD102 High Defin``) no longer says so."""
         return sorted(
-            (n for n in self.nodes.values() if n.name and TREE_GPU_RE.search(n.name)),
+            (
+                n
+                for n in self.nodes.values()
+                if n.name and n.bus_id.endswith(".0") and TREE_GPU_RE.search(n.name)
+            ),
             key=lambda n: n.bus_id,
         )
 
