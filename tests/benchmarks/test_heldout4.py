@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from benchmarks.advise import heldout4
+from benchmarks.advise.heldout import rows_under
 from tests.planning.test_topology_live import nv18_box
 
 HELD = Path(__file__).parents[2] / "benchmarks/advise/h200x2-heldout/nvlink"
@@ -20,7 +21,8 @@ BUILD = "advise-measured"
 
 
 def _rows(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for p in sorted(path.rglob("rows.jsonl")) for line in p.open()]
+    # as heldout4.py reads a committed run (rows.jsonl or rows.parquet), as plain JSON
+    return [json.loads(json.dumps(r, default=str)) for r in rows_under(path)]
 
 
 def _write(d: Path, rows: list[dict[str, Any]]) -> None:
