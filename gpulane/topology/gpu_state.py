@@ -286,9 +286,11 @@ def capture(nvml: Any = None, window_s: float = 1.0) -> dict[str, Any]:
     if nvml is None:
         try:
             import pynvml
-
+        except ImportError:
+            return {"gpus": [], "error": "NVML not available: nvidia-ml-py is not installed"}
+        try:
             pynvml.nvmlInit()
-        except Exception as err:
+        except pynvml.NVMLError as err:  # LibraryNotFound, DriverNotLoaded, ...
             return {"gpus": [], "error": f"NVML not available: {err}"}
         nvml = pynvml
     since = int((time.time() - window_s) * 1e6)
