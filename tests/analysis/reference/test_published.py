@@ -11,7 +11,7 @@ import pytest
 
 from gpulane.analysis.reference import ReferenceTable, facts_of, judge, reference_lines
 from gpulane.analysis.reference.table import Entry, read_table, shipped_tables
-from gpulane.analysis.store import load_frame
+from gpulane.analysis.store import frame_from_rows, load_frame
 from gpulane.record import Row
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -155,3 +155,27 @@ def test_peer_copies_keyed_by_direction_path_and_p2p() -> None:
     assert "normal" in text(_p2p_copy(105.0, "NODE", True))
     assert "both directions" in text(_p2p_copy(105.0, "NODE", True))
     assert "no reference" in text(_p2p_copy(20.0, "NODE", False, peer=False))
+
+
+def test_every_figure_gets_a_verdict_or_no_reference_with_the_nearest_named() -> None:
+    # 1, 2, 4 and 8 GPUs, copies and collectives, machines with and without a figure
+    rows: list[Row] = []
+    for n in (2, 4, 8):
+        for size in (1 << 20, 1 << 26, GIB, 2 * GIB):
+            rows.append(_coll(FIVE, n, 28.0, SWITCHES, size=size, run=f"five-{n}"))
+    rows += [_p2p_copy(55.0, "NODE", False), _p2p_copy(9.0, "NODE", False)]
+    frame = frame_from_rows(rows)
+    lines = reference_lines(frame, table=ReferenceTable.load(shipped=True))
+    judged = [ln for ln in lines if "no reference" not in ln]
+    missing = [ln for ln in lines if "no reference" in ln]
+    # 8x and 4x at 1 GiB and 2 GiB have figures; one line per judged figure
+    assert len([ln for ln in judged if "GeForce RTX 5090" in ln]) == 4, judged
+    # the rest: one line per machine and op (not one per row), each naming the nearest
+    assert missing and all("nearest: " in ln for ln in missing), missing
+    assert len([ln for ln in missing if "2× GeForce RTX 5090" in ln]) == 1
+    # a figure: one run, op, size and path (the two copies of one run are one, their median)
+    figures = {(r.run_id, r.op, r.size_bytes, r.path) for r in rows}
+    counted = sum(
+        int(m.group(1)) for m in (re.search(r"\((\d+) figures?", x) for x in missing) if m
+    )
+    assert len(judged) + counted == len(figures)
