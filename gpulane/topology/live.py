@@ -123,7 +123,7 @@ def probe_topology(under_load: bool = False, sys_root: str = "/sys") -> Topology
             )
         _read_sysfs(inp, probe, sysfs, sys_root)
         topo = build(inp)
-        _judge_links(topo, probe, under_load)
+        _judge_links(topo, probe, under_load, why)
         return topo
     finally:
         if probe is not None:
@@ -278,9 +278,13 @@ MIG_WORDS = (
 )
 
 
-def _judge_links(topo: Topology, probe: NvmlProbe | None, under_load: bool) -> None:
+def _judge_links(
+    topo: Topology, probe: NvmlProbe | None, under_load: bool, why: str | None = None
+) -> None:
     """No GPU said first; links read under load, or a note that idle links run slow."""
-    if not topo.gpus:
+    if not topo.gpus and why is not None and GpuUnread.SAYS in why:
+        topo.missing.insert(0, f"NVML counts GPUs but could not read them all: {why}")
+    elif not topo.gpus:
         topo.missing.insert(0, "no NVIDIA GPU found on this machine")
     for i in range(probe.count if probe is not None else 0):
         if probe is not None and probe.mig_on(i):

@@ -40,8 +40,10 @@ def _cpu_list(masks: Any) -> str | None:
 class GpuUnread(Exception):
     """NVML counted a GPU it then could not open (GPU is lost, no permission)."""
 
+    SAYS = "could not be read"
+
     def __init__(self, index: int, error: Exception) -> None:
-        super().__init__(f"GPU{index} could not be read ({error})")
+        super().__init__(f"GPU{index} {self.SAYS} ({error})")
         self.index = index
 
 
