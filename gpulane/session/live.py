@@ -1,6 +1,8 @@
 """What a session shows while a run goes: new rows read from the rows file as the ranks
 append them, and one progress line (what runs, a bar, done/total, elapsed and ETA) under
-the lines printed so far."""
+the lines printed so far. A run that can forecast itself (a sweep:
+``session/estimate.SweepForecast``) gives the ETA with its band and the point being
+measured with its time so far, so that the line moves on a long point too."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Protocol
 
 from rich.console import Console
 from rich.progress import (
@@ -17,7 +20,6 @@ from rich.progress import (
     Progress,
     TextColumn,
     TimeElapsedColumn,
-    TimeRemainingColumn,
 )
 
 from gpulane.record import Row, row_of
@@ -67,8 +69,19 @@ def make_console() -> Console:
     return Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 200)
 
 
-# Seconds between two plain progress lines in a log (GPULANE_PROGRESS_S: tests use less).
-LOG_EVERY_S = 10.0
+class Forecast(Protocol):
+    """A run's own forecast (a sweep's: session/estimate.SweepForecast)."""
+
+    def observe(self, done: int, now: float) -> None: ...
+
+    def eta(self, now: float) -> str: ...
+
+    def now_doing(self, now: float) -> str | None: ...
+
+
+# Seconds between two plain progress lines in a log (GPULANE_PROGRESS_S: tests use less):
+# often enough that a long point shows it is still going.
+LOG_EVERY_S = 5.0
 
 
 def log_every_s() -> float:
@@ -99,22 +112,38 @@ class LogProgress:
         # The run's own floor (a sweep's estimate): a doubling sweep's last points take
         # most of its time, so the points' linear rate alone promises too early an end.
         self.floor_s: float | None = None
+        self.forecast: Forecast | None = None
 
     def update(self, done: int, what: str, total: int | None = None) -> None:
         if total is not None:
             self.total = total
         self.done, self.what = done, what
+        if self.forecast is not None:
+            self.forecast.observe(done, time.monotonic())
+
+    def eta(self, now: float) -> str:
+        """ "ETA 0:01:10" (the forecast's, with its band), or "" when none can be told."""
+        if self.forecast is not None:
+            return self.forecast.eta(now) if not self.total or self.done < self.total else ""
+        if self.total and 0 < self.done < self.total:
+            elapsed = now - self.started
+            left = elapsed / self.done * (self.total - self.done)
+            if self.floor_s is not None:
+                left = max(left, self.floor_s - elapsed)
+            return f"ETA {clock(left)}"
+        return ""
+
+    def what_now(self, now: float) -> str:
+        doing = self.forecast.now_doing(now) if self.forecast is not None else None
+        return doing if doing and self.done else self.what
 
     def line(self, now: float) -> str:
         elapsed = now - self.started
         total = f"/{self.total}" if self.total else ""
-        eta = ""
-        if self.total and 0 < self.done < self.total:
-            left = elapsed / self.done * (self.total - self.done)
-            if self.floor_s is not None:
-                left = max(left, self.floor_s - elapsed)
-            eta = f", ETA {clock(left)}"
-        return f"# progress: {self.done}{total} points, {clock(elapsed)} elapsed{eta} ({self.what})"
+        eta = self.eta(now)
+        eta = f", {eta}" if eta else ""
+        what = self.what_now(now)
+        return f"# progress: {self.done}{total} points, {clock(elapsed)} elapsed{eta} ({what})"
 
     def tick(self, now: float | None = None) -> None:
         now = time.monotonic() if now is None else now
@@ -138,13 +167,12 @@ class Display:
             BarColumn(),
             MofNCompleteColumn(),
             TimeElapsedColumn(),
-            TextColumn("ETA"),
-            TimeRemainingColumn(),
+            TextColumn("{task.fields[eta]}"),
             console=self.console,
             transient=True,
             disable=not (progress and self.console.is_terminal),
         )
-        self.task = self.progress.add_task("starting", total=total)
+        self.task = self.progress.add_task("starting", total=total, eta="ETA -:--:--")
         bar_shown = progress and self.console.is_terminal
         self.log = LogProgress(progress and (not bar_shown or not sys.stderr.isatty()), total)
 
@@ -166,9 +194,17 @@ class Display:
     def update(self, done: int, description: str, total: int | None = None) -> None:
         if total is not None:
             self.progress.update(self.task, total=total)
-        self.progress.update(self.task, completed=done, description=description)
         self.log.update(done, description, total)
+        self.progress.update(self.task, completed=done, description=description)
+        self.tick()
 
     def tick(self) -> None:
-        """Called at every poll: the log's progress line when it is due."""
-        self.log.tick()
+        """Called at every poll: the bar's point and ETA, the log's line when it is due."""
+        now = time.monotonic()
+        if not self.progress.disable:
+            self.progress.update(
+                self.task,
+                description=self.log.what_now(now),
+                eta=self.log.eta(now) or "ETA -:--:--",
+            )
+        self.log.tick(now)

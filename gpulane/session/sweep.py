@@ -33,7 +33,7 @@ from gpulane.rundir import (
     save_config,
 )
 from gpulane.session.backend_choice import choose_backend
-from gpulane.session.estimate import sweep_estimate_s
+from gpulane.session.estimate import SweepForecast, sweep_estimate_s
 from gpulane.session.output import stdout
 from gpulane.session.prepare import JOB, SweepRun, launcher_for, prepare, uses_nccl
 from gpulane.session.run import RunSession, SessionSpec, usable_cores
@@ -63,7 +63,10 @@ def session_for(
         header=[*(lines or []), *(f"# note: {n}" for n in rounding_notes(plan, ranks))],
         estimate_s=sweep_estimate_s(plan, ranks, device, usable_cores()),
     )
-    return RunSession(run, spec, view, env, progress=bool(cfg.progress))
+    session = RunSession(run, spec, view, env, progress=bool(cfg.progress))
+    # the live ETA from the points measured, by size and collective
+    session.display.log.forecast = SweepForecast.for_plan(plan, ranks, device, usable_cores())
+    return session
 
 
 def saved_plan(cfg: SweepConfig, run: RunDir, device: str) -> SweepPlan:
