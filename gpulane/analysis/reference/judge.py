@@ -205,8 +205,22 @@ def any_gpu(entry: Entry) -> bool:
     return ANY_GPU in entry.gpu
 
 
-def _same_version(version: str, prefix: str) -> bool:
-    return version == prefix or version.startswith(prefix + ".")
+def _same_version(version: str, band: str) -> bool:
+    """``2.28.9`` is in ``2.28`` (a prefix) and in ``2.23-2.28`` (a band of releases, by
+    major.minor, both ends included)."""
+    if "-" in band:
+        low, _, high = band.partition("-")
+        have = _release(version)
+        return have is not None and (_release(low) or ()) <= have <= (_release(high) or ())
+    return version == band or version.startswith(band + ".")
+
+
+def _release(version: str) -> tuple[int, int] | None:
+    parts = version.strip().split(".")
+    try:
+        return int(parts[0]), int(parts[1]) if len(parts) > 1 else 0
+    except ValueError:
+        return None
 
 
 def _rank(entry: Entry) -> tuple[int, int, int, int]:

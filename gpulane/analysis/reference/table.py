@@ -67,7 +67,7 @@ class Entry:
     nodes: int = 1
     size_min: int = 0
     size_max: int = 1 << 62
-    nccl: str | None = None  # version prefix ("2.28"); None: any
+    nccl: str | None = None  # version prefix ("2.28") or band ("2.23-2.27"); None: any
     nvls: bool | None = None  # None: either
     env: tuple[tuple[str, str], ...] = ()  # NCCL switches the figure was measured with
     memory: str | None = None  # copies: pinned, pageable, device

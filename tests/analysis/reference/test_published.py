@@ -179,3 +179,18 @@ def test_every_figure_gets_a_verdict_or_no_reference_with_the_nearest_named() ->
         int(m.group(1)) for m in (re.search(r"\((\d+) figures?", x) for x in missing) if m
     )
     assert len(judged) + counted == len(figures)
+
+
+@pytest.mark.parametrize(
+    ("version", "held"), [("2.25.1", True), ("2.23.4", True), ("2.28.9", False), ("2.22", False)]
+)
+def test_nccl_version_band(version: str, held: bool) -> None:
+    entry = Entry(
+        gpu=(FIVE,), path="*", world_size=8, op="all_reduce", low=26.6, high=29.4,
+        source="band", cite="https://example.org", nccl="2.23-2.27",
+    )  # fmt: skip
+    r = _coll(FIVE, 8, 28.0, {})
+    r.versions = {"gpu": FIVE, "nccl": version}
+    facts = facts_of(r)
+    j = judge(28.0, facts, ReferenceTable([entry]), "busbw_gbps")
+    assert (j.status == "normal") is held, j.text()
