@@ -26,7 +26,8 @@ def check_p2p(ev: Evidence) -> list[Finding]:
     pairs = topo.gpu_pairs() if topo is not None else []
     known = [p for p in pairs if p.p2p]
     if not known:
-        raise NotRun("P2P status unknown (needs nvidia-smi topo -p2p or NVML, --p2p-file)")
+        # gpulane reads P2P status from nvidia-smi only (NVML gives the path labels)
+        raise NotRun("P2P status unknown (needs nvidia-smi topo -p2p, or --p2p-file)")
     out = []
     for p in known:
         label = p.label or "?"
