@@ -1,21 +1,31 @@
-"""Memory and time of `gpulane parse nccl-tests FILE --out DIR` as the log grows.
+"""Memory and time of `python3 -m gpulane parse nccl-tests FILE --out DIR`, as a user runs it.
 
-Builds nccl-tests logs of the sizes asked (10, 100, 1000 MB by default) in a temporary
-directory, by repeating the real captured logs in tests/fixtures (every single-test text
-log of h200x2/ and public/nccl-tests/, one after another, so that the log holds many runs
-of different collectives, formats and widths), or, with ``--shape long``, one test of 16
-ranks whose table goes on (the shape ``-N`` cycles print), or, for ``--format json``, one -J JSON
-document whose results are the real ones repeated. Then runs the command once per size in
-a child process and records its wall time, CPU time (user + system, which other load on
-the machine does not inflate as much) and peak resident memory (from wait4, for that child
-alone), and the size of rows.jsonl (and of all the outputs). The table is printed as
-Markdown; ``--json FILE`` also writes the figures.
+Builds an nccl-tests log of each size asked (10, 20, 100 MB by default) in a temporary
+directory, in one of these shapes:
 
-    PYTHONPATH=$PWD python3 benchmarks/parse/bench_parse.py --sizes 10 100 1000
-    PYTHONPATH=$PWD python3 benchmarks/parse/bench_parse.py --shape long --sizes 10 100
-    PYTHONPATH=$PWD python3 benchmarks/parse/bench_parse.py --format json --sizes 10 100
-    # the same logs through another checkout (e.g. the parser before streaming):
-    python3 benchmarks/parse/bench_parse.py --code /tmp/base --sizes 10
+- ``many``: many runs one after another (a log of many nccl-tests invocations): every
+  single-test text log captured in tests/fixtures (h200x2/ and public/nccl-tests/: new and
+  old formats, 2 to 16 ranks, per-iteration columns, a failed run), repeated in turn;
+- ``long``: one test of 16 ranks whose table goes on (the same sizes again and again under
+  one header, as nccl-tests' ``-N`` cycles print), then its summary;
+- ``long-cut``: the same table cut in the middle of a line, without a summary (a run
+  killed or a log copied while it was written): its last row is an error row;
+- ``json`` (``--format json``): one -J JSON document whose results are the real ones
+  repeated.
+
+Then runs the command once per size in a child process, its printed table going to a file
+as a redirected run's would (``--stdout`` to change that), and records its wall time, CPU
+time (user + system) and peak resident memory (``wait4``: that child alone, rows.parquet
+included: the command writes it before it exits), the size of rows.jsonl and of all the
+outputs, and the load average before and after. The table is printed as Markdown;
+``--json FILE`` also writes the figures (what benchmarks/parse/README.md's figures block
+reads).
+
+    python3 benchmarks/parse/bench_parse.py --shape long-cut --sizes 10 20 100 --json long-cut.json
+    python3 benchmarks/parse/bench_parse.py --shape many --sizes 10 20 100 --json many.json
+    # the same logs through another checkout (e.g. the code before a change):
+    git archive <commit> | tar -x -C /tmp/base
+    python3 benchmarks/parse/bench_parse.py --code /tmp/base --shape long-cut --sizes 20
 """
 
 from __future__ import annotations
@@ -64,13 +74,20 @@ def build_text_log(path: Path, size: int) -> None:
 LONG_SOURCE = FIXTURES / "public" / "nccl-tests" / "a3mega_2node_16xH100_mpirun_all_reduce_8G.txt"
 
 
-def build_long_log(path: Path, size: int) -> None:
-    """One test of 16 ranks whose table goes on until the log has its size: the shape that
-    nccl-tests' ``-N`` cycles print (the same sizes again and again under one header)."""
+def _long_parts() -> tuple[list[str], list[str], list[str]]:
+    """The long log's source as its header lines, table lines and summary lines."""
     lines = LONG_SOURCE.read_text().splitlines(keepends=True)
     table = [ln for ln in lines if ln.strip() and not ln.startswith("#")]
     first = lines.index(table[0])
-    head, tail = lines[:first], lines[first + len(table) :]
+    return lines[:first], table, lines[first + len(table) :]
+
+
+def build_long_log(path: Path, size: int, summary: bool = True) -> None:
+    """One test of 16 ranks whose table goes on until the log has its size: the shape that
+    nccl-tests' ``-N`` cycles print (the same sizes again and again under one header)."""
+    head, table, tail = _long_parts()
+    if not summary:
+        tail = []
     with open(path, "w") as fh:
         fh.write("".join(head))
         written = sum(len(ln.encode()) for ln in head + tail)
@@ -104,19 +121,29 @@ def build_json_log(path: Path, size: int) -> None:
         fh.write("\n ],\n" + json.dumps(tail, indent=1)[2:])
 
 
-def measure(log: Path, out: Path, code: Path) -> dict[str, Any]:
-    """Run the parse command as a child; its wall time, CPU time and peak RSS."""
+def build_long_cut_log(path: Path, size: int) -> None:
+    """The long table without its summary, its last line cut in the middle."""
+    build_long_log(path, size, summary=False)
+    with open(path, "a") as fh:
+        fh.write(_long_parts()[1][0][:40])  # size, count, type, redop: no results
+
+
+BUILDERS = {"many": build_text_log, "long": build_long_log, "long-cut": build_long_cut_log}
+
+
+def measure(log: Path, out: Path, code: Path, stdout: str) -> dict[str, Any]:
+    """Run the user's command as a child; its wall time, CPU time and peak RSS."""
     env = {**os.environ, "PYTHONPATH": str(code)}
-    cmd = [sys.executable, "-m", "gpulane.cli", "parse", "nccl-tests", str(log), "--out", str(out)]
+    cmd = [sys.executable, "-m", "gpulane", "parse", "nccl-tests", str(log), "--out", str(out)]
+    printed = out.parent / "printed.txt" if stdout == "file" else os.devnull
     load = os.getloadavg()[0]
     start = time.monotonic()
-    proc = subprocess.Popen(
-        cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=log.parent
-    )
-    assert proc.stderr is not None
-    _, status, usage = os.wait4(proc.pid, 0)
+    with open(printed, "w") as sink:
+        proc = subprocess.Popen(cmd, env=env, stdout=sink, stderr=subprocess.PIPE, cwd=log.parent)
+        assert proc.stderr is not None
+        err = proc.stderr.read().decode(errors="replace")
+        _, status, usage = os.wait4(proc.pid, 0)
     wall = time.monotonic() - start
-    err = proc.stderr.read().decode(errors="replace")
     proc.returncode = os.waitstatus_to_exitcode(status)
     rows_file = out / "rows.jsonl"
     rows = 0
@@ -125,10 +152,16 @@ def measure(log: Path, out: Path, code: Path) -> dict[str, Any]:
     if rows_file.exists():
         with open(rows_file, "rb") as fh:
             rows = sum(1 for _ in fh)
+    parquet_rows = None
+    if (out / "rows.parquet").exists():
+        import pyarrow.parquet as pq
+
+        parquet_rows = pq.ParquetFile(out / "rows.parquet").metadata.num_rows
     return {
         "log_mb": round(log.stat().st_size / MB, 1),
         "exit": proc.returncode,
         "rows": rows,
+        "parquet_rows": parquet_rows,
         "jsonl_mb": round(jsonl_bytes / MB, 1),
         "out_mb": round(out_bytes / MB, 1),
         "jsonl_ratio": round(jsonl_bytes / log.stat().st_size, 2),
@@ -137,50 +170,42 @@ def measure(log: Path, out: Path, code: Path) -> dict[str, Any]:
         "peak_rss_mb": round(usage.ru_maxrss / 1024),
         "load_before": round(load, 1),
         "load_after": round(os.getloadavg()[0], 1),
+        "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(time.time() - wall)),
         "stderr_tail": err.strip().splitlines()[-2:],
     }
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--sizes", type=int, nargs="+", default=[10, 100, 1000], help="MB")
+    ap.add_argument("--sizes", type=int, nargs="+", default=[10, 20, 100], help="MB")
     ap.add_argument("--format", choices=["text", "json"], default="text")
-    ap.add_argument(
-        "--shape",
-        choices=["many", "long"],
-        default="many",
-        help="text logs: many short tests (the fixtures repeated) or one long table (-N)",
-    )
+    ap.add_argument("--shape", choices=list(BUILDERS), default="many", help="text logs (above)")
     ap.add_argument("--code", type=Path, default=ROOT, help="checkout whose gpulane to run")
     ap.add_argument("--tmp", type=Path, default=None, help="where to build the logs")
+    ap.add_argument("--stdout", choices=["file", "devnull"], default="file")
     ap.add_argument("--json", type=Path, default=None, help="also write the figures here")
     args = ap.parse_args()
     results = []
     print(
-        "| format | shape | log (MB) | rows | rows.jsonl (MB) | exit | wall (s) | CPU (s) "
+        "| shape | log (MB) | rows | rows.jsonl (MB) | exit | wall (s) | CPU (s) "
         "| peak RSS (MB) | load |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     for size in args.sizes:
         with tempfile.TemporaryDirectory(prefix="bench-parse-", dir=args.tmp) as tmp:
             log = Path(tmp) / f"nccl-tests-{size}mb.{'json' if args.format == 'json' else 'log'}"
-            build = build_long_log if args.shape == "long" else build_text_log
-            (build_json_log if args.format == "json" else build)(log, size * MB)
-            shape = "one" if args.format == "json" else args.shape
-            r = {
-                "format": args.format,
-                "shape": shape,
-                **measure(log, Path(tmp) / "out", args.code),
-            }
+            (build_json_log if args.format == "json" else BUILDERS[args.shape])(log, size * MB)
+            shape = "json" if args.format == "json" else args.shape
+            r = {"shape": shape, **measure(log, Path(tmp) / "out", args.code, args.stdout)}
         results.append(r)
         print(
-            f"| {r['format']} | {r['shape']} | {r['log_mb']} | {r['rows']} | {r['jsonl_mb']} | "
-            f"{r['exit']} | {r['wall_s']} | "
-            f"{r['cpu_s']} | {r['peak_rss_mb']} | {r['load_before']}-{r['load_after']} |",
+            f"| {r['shape']} | {r['log_mb']} | {r['rows']} | {r['jsonl_mb']} | {r['exit']} | "
+            f"{r['wall_s']} | {r['cpu_s']} | {r['peak_rss_mb']} | "
+            f"{r['load_before']}-{r['load_after']} |",
             flush=True,
         )
-    if args.json:
-        args.json.write_text(json.dumps(results, indent=1) + "\n")
+        if args.json:  # after each size: a long round keeps what it measured
+            args.json.write_text(json.dumps(results, indent=1) + "\n")
     return 0
 
 
