@@ -308,7 +308,8 @@ def _judge_links(
 
 
 def _copy_burst(indices: list[int], seconds: float, stop: threading.Event) -> str | None:
-    """Host->device copies on each GPU until ``stop``; None, or why it could not run."""
+    """Host->device copies on each GPU (CUDA device numbers) until ``stop``; None, or why
+    it could not run."""
     try:
         import torch
 
@@ -331,15 +332,47 @@ def _copy_burst(indices: list[int], seconds: float, stop: threading.Event) -> st
         return f"copy burst failed: {err}"
 
 
+def cuda_ordinals(nvml_indices: list[int]) -> dict[int, int] | None:
+    """NVML index -> CUDA device number, for the GPUs CUDA_VISIBLE_DEVICES lets CUDA see
+    (all of them, in NVML's bus order, when it is unset). None when it names GPUs by UUID
+    or MIG id, which cannot be matched to NVML indices here."""
+    vis = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if vis is None:
+        return {i: i for i in nvml_indices}
+    out: dict[int, int] = {}
+    for part in (p.strip() for p in vis.split(",")):
+        if not part.isdigit():
+            return None if part and not out else out
+        if int(part) not in nvml_indices or int(part) in out:
+            break  # CUDA stops at the first entry that names no GPU (or one twice)
+        out[int(part)] = len(out)
+    return out
+
+
 def _load_check(probe: NvmlProbe, topo: Topology, seconds: float = 3.0) -> None:
     """Read each GPU's link while host->device copies run on it."""
-    indices = [g.index for g in topo.gpus if g.index < probe.count]
+    ordinals = cuda_ordinals([g.index for g in topo.gpus if g.index < probe.count])
+    vis = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if ordinals is None:
+        topo.warnings.append(
+            f"load check not run: CUDA_VISIBLE_DEVICES={vis} names GPUs by UUID, which "
+            "gpulane does not match to NVML's indices; unset it or use indices"
+        )
+        return
+    hidden = [g.name for g in topo.gpus if g.index not in ordinals]
+    if hidden:
+        topo.warnings.append(
+            f"load check: {', '.join(hidden)} not visible to CUDA (CUDA_VISIBLE_DEVICES="
+            f"{vis}): their links are read at idle only"
+        )
+    indices = list(ordinals)
     seen: dict[int, tuple[int, int]] = {}
     stop = threading.Event()
     result: list[str | None] = []
     # CUDA numbers devices fastest-first unless told; make it match NVML's bus order.
     os.environ.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
-    t = threading.Thread(target=lambda: result.append(_copy_burst(indices, seconds, stop)))
+    devices = [ordinals[i] for i in indices]  # cuda:N of each NVML GPU
+    t = threading.Thread(target=lambda: result.append(_copy_burst(devices, seconds, stop)))
     t.start()
     while t.is_alive():
         for i in indices:

@@ -126,3 +126,41 @@ def test_worst_path_of_a_pair_nvml_cannot_label_is_unknown(
     machine("pcie_only")
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1,3")  # the profile holds no level for 1-3
     assert worst_path_for_gpus([0, 1]) is None
+
+
+@pytest.mark.parametrize(
+    ("visible", "want"),
+    [
+        (None, {0: 0, 1: 1, 2: 2, 3: 3}),
+        ("2,3", {2: 0, 3: 1}),
+        ("3,1", {3: 0, 1: 1}),
+        ("", {}),
+        ("1,7,2", {1: 0}),  # CUDA stops at the first entry that names no GPU
+        ("GPU-932bfb2c-849a-2a22-1e84-9eff6bc02b39", None),
+    ],
+)
+def test_load_check_copies_on_the_cuda_numbers_of_nvml_gpus(
+    monkeypatch: pytest.MonkeyPatch, visible: str | None, want: dict[int, int] | None
+) -> None:
+    """The under-load copy burst runs on cuda:N; NVML numbers GPUs physically."""
+    from gpulane.topology.live import cuda_ordinals
+
+    if visible is None:
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    else:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    assert cuda_ordinals([0, 1, 2, 3]) == want
+
+
+def test_load_check_names_the_gpus_cuda_cannot_see(
+    machine: Machine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gpulane.topology.live import probe_topology
+
+    machine("pcie_only")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
+    warnings = probe_topology(under_load=True).warnings
+    assert (
+        "load check: GPU0, GPU1 not visible to CUDA (CUDA_VISIBLE_DEVICES=2,3): their "
+        "links are read at idle only" in warnings
+    )
