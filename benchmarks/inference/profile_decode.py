@@ -66,7 +66,7 @@ def rates(device: torch.device) -> tuple[float, float]:
         return 1.0, 1.0
     from copy_bw import matmul_tflops, measure  # beside this script
 
-    bw = float(measure(device, iters=10)["copy_gbps_read_plus_write_median"])  # type: ignore[arg-type]
+    bw = float(measure(device, iters=10)["copy_gbps_read_plus_write_median"])
     return bw, matmul_tflops(device)
 
 
