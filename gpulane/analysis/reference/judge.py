@@ -418,20 +418,31 @@ def judge_frame(
     ok = ok[ok["kind"] != "tokens"].reset_index(drop=True)
     keys = [*by, "build", "kind", "op", "world_size", "nodes", "path", "graph", "size_bytes"]
     keys = [k for k in keys if k in ok.columns]
-    groups = list(ok.groupby([ok[k].astype(str) for k in keys], sort=False, dropna=False))
-    if not groups:
+    if ok.empty:
         return out
+    # one value column (each kind's metric) and one group number per row, so the medians
+    # and first rows come from two vectorised passes, not a frame slice per figure
+    value = pd.Series(float("nan"), index=ok.index)
+    for kind, metric in METRIC_OF_KIND.items():
+        if metric in ok.columns:
+            mine = ok["kind"] == kind
+            value[mine] = pd.to_numeric(ok.loc[mine, metric], errors="coerce")
+    gid = (
+        pd.DataFrame({k: ok[k].astype(str) for k in keys})
+        .groupby(keys, sort=False, dropna=False)
+        .ngroup()
+    )
+    medians = value.groupby(gid).median()
+    heads = ok.iloc[gid.drop_duplicates().index]
     # one Row per figure, made in one pass (a Row per group costs a frame conversion each)
-    firsts = frame_rows(ok.iloc[[int(g.index[0]) for _, g in groups]])
-    for (_, group), row in zip(groups, firsts, strict=True):
+    for row, record, g in zip(
+        frame_rows(heads), heads.to_dict("records"), gid[heads.index], strict=True
+    ):
+        median = medians.get(g)
+        if median is None or not math.isfinite(float(median)):
+            continue
+        first = {str(k): v for k, v in record.items()}
         metric = METRIC_OF_KIND[str(row.kind)]
-        values = pd.to_numeric(group[metric], errors="coerce").dropna()
-        if values.empty:
-            continue
-        value = float(values.median())
-        if not math.isfinite(value):
-            continue
-        first = {str(k): v for k, v in group.iloc[0].to_dict().items()}
         run_id = _text(first.get("run_id"))
-        out.append((first, judge(value, facts_of(row), table, metric, run_id)))
+        out.append((first, judge(float(median), facts_of(row), table, metric, run_id)))
     return out
