@@ -14,8 +14,10 @@ from gpulane.planning.compute import Compute, GpuSpec, calibrate
 from gpulane.planning.placement import place
 from gpulane.planning.predict import Prediction, Workload, predict, splits
 from gpulane.planning.recommend import Recommendation, recommend
+from gpulane.planning.rows import as_rows
 from gpulane.planning.step_collectives import with_step_collectives
 from gpulane.planning.uncertainty import ExpectedError, basis_of
+from gpulane.record import Row
 from gpulane.topology.model import Topology
 
 
@@ -47,12 +49,13 @@ def advise(
     spec: GpuSpec,
     workloads: Sequence[Workload],
     build: str,
-    token_rows: Sequence[Mapping[str, Any]] = (),
+    token_rows: Sequence[Row | Mapping[str, Any]] = (),
     errors: Mapping[str, ExpectedError] | None = None,
 ) -> Advice:
     """Predictions of every split at every workload, and the recommendations. Compute is
     calibrated on ``token_rows`` (``gpulane tokens`` rows of this model) when given."""
     out = Advice()
+    token_rows = as_rows(token_rows)  # once, not once per workload
     for wl in workloads:
         compute = Compute(spec)
         if token_rows:

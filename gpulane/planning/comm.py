@@ -13,6 +13,7 @@ from typing import Any
 
 from gpulane.analysis.join import Curve, build_curves
 from gpulane.errors import InputError
+from gpulane.record import Row
 from gpulane.topology.paths import label_kind
 
 # Which measured rows to trust first for a collective inside a step: CUDA-graph replays
@@ -114,8 +115,10 @@ class MeasuredComm:
     message (each rank sends half of the gathered buffer), else from nothing.
     """
 
-    def __init__(self, rows: Iterable[Mapping[str, Any]], build: str | None = None) -> None:
-        coll = [_clean(r) for r in rows if r.get("kind") == "collective"]
+    def __init__(self, rows: Iterable[Row | Mapping[str, Any]], build: str | None = None) -> None:
+        # the analysis layer's curves (build_curves) read plain dicts: a Row becomes one here
+        dicts = (r.to_dict() if isinstance(r, Row) else r for r in rows)
+        coll = [_clean(r) for r in dicts if r.get("kind") == "collective"]
         builds = sorted({str(r.get("build")) for r in coll})
         if build is None and len(builds) > 1:
             raise InputError(

@@ -17,11 +17,11 @@ from gpulane.analysis.store import (
     find_run_dirs,
     find_topology,
     load_frame,
-    records,
 )
 from gpulane.analysis.store import load_topology as read_topology_file
 from gpulane.errors import InputError, RunFailed
 from gpulane.inference.shapes import dtype_bytes
+from gpulane.record import Row, frame_rows
 from gpulane.session.output import Say, stdout
 from gpulane.topology.model import Topology
 
@@ -42,12 +42,13 @@ def paths_of(value: Any) -> list[str]:
 
 def load_rows(
     targets: Sequence[str], build: str | None, results_dir: str
-) -> tuple[list[dict[str, Any]], list[Path]]:
-    """Rows of run directories, rows files, nccl-tests logs, run ids or build labels; and
-    the paths they came from (to look for a topology.json beside them)."""
+) -> tuple[list[Row], list[Path]]:
+    """Rows of run directories, rows files, nccl-tests logs, run ids or build labels, as
+    :class:`~gpulane.record.Row` (a frame's other columns, run_dir, in ``extra``); and the
+    paths they came from (to look for a topology.json beside them)."""
     from gpulane.analysis.store import resolve_targets
 
-    rows: list[dict[str, Any]] = []
+    rows: list[Row] = []
     paths: list[Path] = []
     for target in targets:
         p = Path(target)
@@ -55,14 +56,14 @@ def load_rows(
             from gpulane.collectives.nccl_tests.logs import rows_from_file
 
             label = build or p.stem
-            rows += [r.to_dict() for r in rows_from_file(p, build=label)]
+            rows += list(rows_from_file(p, build=label))
             paths.append(p)
         elif p.exists():
-            rows += records(load_frame([p]))
+            rows += frame_rows(load_frame([p]))
             paths.append(p)
         else:
             for _label, frame in resolve_targets([target], results_dir):
-                rows += records(frame)
+                rows += frame_rows(frame)
                 paths += [Path(d) for d in sorted(set(frame["run_dir"].dropna()))]
     return rows, paths
 

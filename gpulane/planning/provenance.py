@@ -14,23 +14,25 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpulane.planning.rows import as_rows
+from gpulane.record import Row
+
 CPU = "CPU ranks"
 
 
-def row_machine(row: Mapping[str, Any]) -> str | None:
+def row_machine(row: Row) -> str | None:
     """What a collective row was measured on: the GPU model its versions name, CPU ranks
     (gloo, or MPI through host memory), or None when the row does not say."""
-    versions = row.get("versions") if isinstance(row.get("versions"), dict) else {}
-    assert isinstance(versions, dict)
+    versions = row.versions if isinstance(row.versions, dict) else {}
     if versions.get("gpu"):
         return str(versions["gpu"])
-    if str(row.get("backend")) == "torch-gloo" or versions.get("mpi_buffers") == "host":
+    if str(row.backend) == "torch-gloo" or versions.get("mpi_buffers") == "host":
         return CPU
     return None
 
 
-def _origin(row: Mapping[str, Any]) -> str:
-    source = str(row.get("source") or "measured")
+def _origin(row: Row) -> str:
+    source = str(row.source or "measured")
     return "measured" if source == "measured" else f"imported from {source}"
 
 
@@ -45,32 +47,32 @@ class Provenance:
         return {"combined": [ln.removeprefix("# ") for ln in self.lines], "warnings": self.warnings}
 
 
-def _runs(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
-    out: dict[str, list[Mapping[str, Any]]] = {}
+def _runs(rows: Sequence[Row]) -> dict[str, list[Row]]:
+    out: dict[str, list[Row]] = {}
     for r in rows:
-        out.setdefault(str(r.get("run_id")), []).append(r)
+        out.setdefault(str(r.run_id), []).append(r)
     return out
 
 
-def _describe_runs(rows: Sequence[Mapping[str, Any]]) -> str:
+def _describe_runs(rows: Sequence[Row]) -> str:
     parts = []
     for run_id, group in _runs(rows).items():
         first = group[0]
         machine = row_machine(first) or "machine not named"
-        parts.append(f"run {run_id} ({first.get('backend')}, {machine}, {_origin(first)})")
+        parts.append(f"run {run_id} ({first.backend}, {machine}, {_origin(first)})")
     return "; ".join(parts)
 
 
-def _gpu_of(rows: Sequence[Mapping[str, Any]]) -> tuple[str | None, str]:
+def _gpu_of(rows: Sequence[Row]) -> tuple[str | None, str]:
     for r in rows:
         machine = row_machine(r)
         if machine not in (None, CPU):
-            return machine, f"from rows of run {r.get('run_id')}"
+            return machine, f"from rows of run {r.run_id}"
     return None, ""
 
 
 def provenance(
-    rows: Sequence[Mapping[str, Any]],
+    given_rows: Sequence[Row | Mapping[str, Any]],
     build: str | None,
     topology_model: str | None,
     topology_source: str,
@@ -80,19 +82,20 @@ def provenance(
     and the GPU model it should model: given, else the topology's, else the one the rows
     of that build name (never a row of another build or kind)."""
     out = Provenance()
-    used = [r for r in rows if r.get("kind") == "collective" and str(r.get("build")) == str(build)]
-    tokens = [r for r in rows if r.get("kind") == "tokens"]
+    rows = as_rows(given_rows)
+    used = [r for r in rows if r.kind == "collective" and str(r.build) == str(build)]
+    tokens = [r for r in rows if r.kind == "tokens"]
     if used:
         out.lines.append(f"# collective rows: {len(used)} of build {build}: {_describe_runs(used)}")
     if tokens:
-        builds = ", ".join(sorted({str(r.get("build")) for r in tokens}))
+        builds = ", ".join(sorted({str(r.build) for r in tokens}))
         out.lines.append(f"# token rows (calibration): {len(tokens)} of build {builds}")
     taken = {id(r) for r in used + tokens}
     unused = [r for r in rows if id(r) not in taken]
     if unused:
         kinds = ", ".join(
-            f"{sum(1 for r in unused if r.get('kind') == k)} {k}"
-            for k in sorted({str(r.get("kind")) for r in unused})
+            f"{sum(1 for r in unused if r.kind == k)} {k}"
+            for k in sorted({str(r.kind) for r in unused})
         )
         out.lines.append(f"# not used: {kinds} rows ({_describe_runs(unused)})")
 
@@ -138,8 +141,8 @@ def provenance(
     return out
 
 
-def _backends(rows: Sequence[Mapping[str, Any]], machine: str) -> str:
-    return ", ".join(sorted({str(r.get("backend")) for r in rows if row_machine(r) == machine}))
+def _backends(rows: Sequence[Row], machine: str) -> str:
+    return ", ".join(sorted({str(r.backend) for r in rows if row_machine(r) == machine}))
 
 
 def _same_gpu(a: str, b: str) -> bool:

@@ -27,6 +27,7 @@ from gpulane.planning.predict import Workload, splits
 from gpulane.planning.provenance import provenance
 from gpulane.planning.report import json_doc, print_tables
 from gpulane.planning.uncertainty import expected_errors
+from gpulane.record import Row
 from gpulane.session.world import local_gpus
 from gpulane.topology.model import Topology
 
@@ -48,7 +49,7 @@ class _Inputs:
     build: str | None
     what_if: str | None
     p2p: bool
-    rows: list[dict[str, Any]]
+    rows: list[Row]
     paths: list[Path]
     topo: Topology | None
     topo_source: str
@@ -160,7 +161,7 @@ def run(cfg: AdviseConfig) -> int:
     got = _read_inputs(cfg)
     errors = expected_errors(cfg.expected_error)
     _measure_if_asked(cfg, got)
-    coll_rows = [r for r in got.rows if r.get("kind") == "collective"]
+    coll_rows = [r for r in got.rows if r.kind == "collective"]
     measured = MeasuredComm(coll_rows, got.build) if coll_rows else None
     given = None if str(cfg.gpu) == "auto" else str(cfg.gpu)
     prov = provenance(
@@ -218,27 +219,27 @@ def _workloads(cfg: AdviseConfig, got: _Inputs) -> list[Workload]:
 def _calibration(
     cfg: AdviseConfig,
     shape: ModelShape,
-    rows: list[dict[str, Any]],
+    rows: list[Row],
     gpus: int,
     memory_gib: float,
     build: str | None,
-) -> tuple[list[dict[str, Any]], str | None]:
+) -> tuple[list[Row], str | None]:
     """Rows with a short run of the model itself added (measure=true) when none of its
     tokens rows are there; and what was done, or which run would calibrate it, in words."""
-    tokens = [r for r in rows if r.get("kind") == "tokens"]
-    if any(r.get("model") == shape.name for r in tokens):
+    tokens = [r for r in rows if r.kind == "tokens"]
+    if any(r.model == shape.name for r in tokens):
         return rows, None
     batches = as_list(cfg.batch, "batch")
     input_lens = as_list(cfg.input_len, "input_len")
     # the short runs are labelled with the build whose collectives the advice reads
-    measured = sorted({str(r.get("build")) for r in rows if r.get("kind") == "collective"})
+    measured = sorted({str(r.build) for r in rows if r.kind == "collective"})
     label = build or (measured[0] if len(measured) == 1 else MEASURED_BUILD)
     dbytes = inputs.advise_dtype_bytes(str(cfg.dtype))
     p = calibration.plan(
         shape, dict(cfg.model), gpus, memory_gib, batches, input_lens, dbytes, label,
         float(cfg.memory_fraction),
     )  # fmt: skip
-    others = sorted({str(r.get("model")) for r in tokens})
+    others = sorted({str(r.model) for r in tokens})
     have = (
         f"carried over from the rows of {', '.join(others)} (by kernel and elementwise counts)"
         if others
@@ -252,7 +253,7 @@ def _calibration(
     if cfg.measure:
         made, took = calibration.run_now(p, str(cfg.results_dir))
         more, _ = inputs.load_rows(made, label, str(cfg.results_dir)) if made else ([], [])
-        return rows + [r for r in more if r.get("kind") == "tokens"], (
+        return rows + [r for r in more if r.kind == "tokens"], (
             f"calibrated on a short run made now: {p.describe(shape)} ({took:.0f} s)"
         )
     return rows, "\n  ".join(

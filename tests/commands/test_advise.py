@@ -57,13 +57,13 @@ def test_measure_now_runs_the_sweep_and_reads_only_its_rows(tmp_path: Path) -> N
     assert len(made) == 1 and Path(made[0]).parent == tmp_path
     rows, paths = load_rows(made, "advise-measured", str(tmp_path))
     assert paths == [Path(made[0])]
-    coll = [r for r in rows if r.get("kind") == "collective"]
+    coll = [r for r in rows if r.kind == "collective"]
     # sendrecv is out-of-place only on torch: on 2 ranks measure_now asks for both
     # placements, so that sends are timed as sendrecv
-    assert {r["op"] for r in coll} == {"all_reduce", "all_gather", "sendrecv"}
-    assert {r["in_place"] for r in coll if r["op"] == "sendrecv"} == {False}
-    assert {r["build"] for r in coll} == {"advise-measured"}
-    assert {r["world_size"] for r in coll} == {2} and max(r["size_bytes"] for r in coll) == 1024
+    assert {r.op for r in coll} == {"all_reduce", "all_gather", "sendrecv"}
+    assert {r.in_place for r in coll if r.op == "sendrecv"} == {False}
+    assert {r.build for r in coll} == {"advise-measured"}
+    assert {r.world_size for r in coll} == {2} and max(r.size_bytes for r in coll) == 1024
     send = MeasuredComm(coll).time("send", 2, 512)
     assert send is not None and send.source.startswith("measured torch-gloo bfloat16")
     assert "all_gather" not in send.source
@@ -123,5 +123,5 @@ def test_measure_true_calibrates_on_a_short_run_of_the_model_itself(
     (compute,) = doc["compute"]
     assert compute.startswith("roofline calibrated on tokens runs: decode x")
     tokens = [r for d in tmp_path.iterdir() for r in load_rows([str(d)], None, str(tmp_path))[0]]
-    assert {(r["tp"], r["layers"], r["build"]) for r in tokens} == {
+    assert {(r.tp, r.layers, r.build) for r in tokens} == {
         (1, 4, "nvlink"), (2, 4, "nvlink")}  # fmt: skip
