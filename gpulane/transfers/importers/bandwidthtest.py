@@ -82,6 +82,15 @@ class _State:
             self.run_id, BACKEND, self.source, self.build, line, what, op=self.op or "unknown"
         )
 
+    def cut_inside(self, number: int, what: str, line: str) -> Iterator[Row]:
+        """The rows held, then an error row: the file ends inside ``line``."""
+        yield from self.held
+        yield self.cut(
+            number,
+            f"the file ends inside {what} ({line.strip()!r}): cut off; that figure and "
+            "everything after it is missing",
+        )
+
     def value_row(self, number: int, size: int, cell: str) -> Row | None:
         value = cell_value(cell, self.source, number)
         if value is None or self.op is None or self.unit is None:
@@ -162,12 +171,7 @@ def rows_from_lines(
             continue
         if m := _CSV.match(line):
             if not ended:  # a --csv line's fields all count: cut anywhere, it is cut
-                yield from st.held
-                yield st.cut(
-                    number,
-                    f"the file ends inside a --csv line ({line.strip()!r}): cut off; that "
-                    "figure and everything after it is missing",
-                )
+                yield from st.cut_inside(number, "a --csv line", line)
                 return
             if (row := _csv_line(st, number, line, m)) is not None:
                 st.held.append(row)
@@ -209,12 +213,7 @@ def rows_from_lines(
                 st.unit = None  # the table ended
                 continue
             if not complete((number, raw, ended)):
-                yield from st.held
-                yield st.cut(
-                    number,
-                    f"the file ends inside a {st.section} value line ({line.strip()!r}): "
-                    "cut off; that figure and everything after it is missing",
-                )
+                yield from st.cut_inside(number, f"a {st.section} value line", line)
                 return
             value = st.value_row(number, int(m.group(1)), m.group(2))
             if value is not None:

@@ -339,6 +339,11 @@ def rows_from_lines(
     if not st.tests:
         raise ParseError("no nvbandwidth testcase found", source, last or None)
     yield from st.flush_failure()
+    yield from _ending(st, last, cut)
+
+
+def _ending(st: _State, last: int, cut: tuple[int, str] | None) -> Iterator[Row]:
+    """What the open testcase still lacks where the output ends (or was cut)."""
     if cut is None:
         yield from st.unfinished(last, f"the output ends at line {last}")
         return
