@@ -11,6 +11,8 @@ Sources: tests/fixtures/public/SOURCES.md. Each is also read cut at random offse
 UTF-16, and through ``python -m gpulane parse``.
 """
 
+# The v2.13 table below is printed with the C printf formats nccl-tests uses, verbatim.
+# ruff: noqa: UP031
 from __future__ import annotations
 
 import subprocess
@@ -153,3 +155,46 @@ def test_blank_redop_log_cut_anywhere_keeps_the_rows_before_the_cut(
         )
     errors = [r for r in rows if r.time_us is None]
     assert len(errors) == 1 and errors[0].error  # one error: where it stops
+
+
+def _v213_table(lines: list[list[str]], root: int) -> str:
+    """A complete table as nccl-tests v2.13.0 prints one for a collective that reduces
+    nothing (src/common.cu @ 51af557: header lines 923-926, each line 577 with opName ""
+    and then 533 per placement, footer 997-998), filled with the excerpt's figures."""
+    out = [
+        "#\n",
+        "# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place          \n"
+        % ("", "", "", "", ""),
+        "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s %6s  %7s  %6s  %6s %6s\n"
+        % ("size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong",
+           "time", "algbw", "busbw", "#wrong"),
+    ]  # fmt: skip
+    for toks in lines:
+        size, count, _type, t1, a1, b1, _e1, t2, a2, b2, _e2 = toks
+        row = "%12li  %12li  %8s  %6s  %6s" % (int(size), int(count), "float", "", "%6i" % root)
+        for t, a, b in ((t1, a1, b1), (t2, a2, b2)):
+            row += "  %7s  %6.2f  %6.2f  %5g" % (t, float(a), float(b), 0.0)
+        out.append(row + "\n")
+    out += ["# Out of bounds values : 0 OK\n", "# Avg bus bandwidth    : 2.04 \n", "#\n"]
+    return "".join(out)
+
+
+def test_v213_blank_redop_table_with_root_imports_whole(tmp_path: Path) -> None:
+    printed = data_lines(BLANK_REDOP.read_text())
+    for root in (-1, 0):  # alltoall prints root -1; broadcast/gather/scatter the root
+        path = tmp_path / f"alltoall_perf_root{root}.txt"
+        path.write_text(_v213_table(printed, root))
+        (run,) = parse_text(path.read_text(), str(path))
+        assert run.columns is not None and run.columns.pre[3:] == ["redop", "root"]
+        assert not run.errors and run.finished
+        assert [ln.root for ln in run.lines] == [root] * len(printed)
+        assert all(ln.complete and ln.redop is None for ln in run.lines)
+        rows = _rows(path)
+        assert len(rows) == 2 * len(printed) and all(r.status == "ok" for r in rows)
+    done = subprocess.run(
+        [sys.executable, "-m", "gpulane", "parse", "nccl-tests", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
