@@ -5,7 +5,6 @@ does not split across GPUs)."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -16,7 +15,7 @@ from gpulane.inference.roofline import step_cost
 from gpulane.inference.shapes import ModelShape, packaged_shape, shape_from_config
 from gpulane.inference.sharding import check_parallel
 from gpulane.planning.fixed import DECODE_KERNELS, stage_launches, stage_units
-from gpulane.planning.rows import as_rows, extra, ok
+from gpulane.planning.rows import as_rows, extra, num, ok
 from gpulane.record import Row
 
 
@@ -150,14 +149,7 @@ class Compute:
         return t
 
 
-def _f(value: Any) -> float | None:
-    if value is None:
-        return None
-    try:
-        out = float(value)
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(out) else out
+_f = num  # a row's number, None where missing (NaN, NA, text)
 
 
 @dataclass(frozen=True)
@@ -230,6 +222,21 @@ def _points(
     return found
 
 
+def _fit_rows(token_rows: Iterable[Row | Mapping[str, Any]], shape: ModelShape) -> list[Row]:
+    """The pp=1 decode and prefill rows a calibration fits: the model's own where it has
+    some, else every model's (carried over by their kernel and traffic counts)."""
+    rows = [
+        r
+        for r in as_rows(token_rows)
+        if r.kind == "tokens"
+        and ok(r)
+        and int(_f(r.pp) or 0) == 1
+        and r.op in ("decode", "prefill")
+    ]
+    own = [r for r in rows if r.model == shape.name]
+    return own or rows
+
+
 def calibrate(
     compute: Compute,
     shape: ModelShape,
@@ -249,17 +256,7 @@ def calibrate(
     roofline + b x fixed units (:mod:`~gpulane.planning.fixed`), least squares over the
     TP degrees (a > 0, b >= 0), so that the part that does not split across GPUs is
     known. Returns ``compute`` unchanged when no row fits."""
-    rows = [
-        r
-        for r in as_rows(token_rows)
-        if r.kind == "tokens"
-        and ok(r)
-        and int(_f(r.pp) or 0) == 1
-        and r.op in ("decode", "prefill")
-    ]
-    own = [r for r in rows if r.model == shape.name]
-    if own:
-        rows = own
+    rows = _fit_rows(token_rows, shape)
     flags = [bool(extra(r).get("compile")) for r in rows]
     compiled = flags.count(True) > flags.count(False)
     scales: dict[str, float] = {}
