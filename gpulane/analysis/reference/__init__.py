@@ -59,7 +59,7 @@ def reference_lines(
             span += f"–{format_size(max(sizes))}"
         n = len(sizes)
         near = nearest.get((who, machine))
-        near = f"; nearest: {near}" if near else ""
+        near = f"; nearest: {near}" if near else "; the table holds no figure of this op"
         lines.append(
             f"# reference: {who} {machine} {span}: no reference for this machine and figure "
             f"({n} figure{'s' if n != 1 else ''}{near}; `gpulane reference list` shows the "

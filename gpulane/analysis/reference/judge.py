@@ -267,7 +267,7 @@ class Judgement:
                 f"{self.facts.machine()}"
             )
         if e is None:
-            near = f"; nearest: {self.nearest}" if self.nearest else ""
+            near = f"; nearest: {self.nearest}" if self.nearest else "; no figure of this op"
             return f"{v}: no reference for {self.facts.machine()}{near}"
         runs = f", {e.runs} run{'s' if e.runs != 1 else ''}" if e.runs else ""
         notes = []
