@@ -22,6 +22,10 @@ ArrayWords = Literal["auto", "torch", "cupy"]
 BindWords = Literal["none", "core"]
 StartWords = Literal["fork", "exec"]
 EngineWords = Literal["auto", "gpulane", "vllm", "sglang"]
+DeviceWords = Literal["auto", "cuda", "cpu"]
+AcceptFormatWords = Literal["table", "markdown", "json", "none"]
+AdviseFormatWords = Literal["table", "json"]
+OnOffWords = Literal["on", "off"]
 
 if TYPE_CHECKING:
     Memory = MemoryWords
@@ -33,6 +37,10 @@ if TYPE_CHECKING:
     Bind = BindWords
     Start = StartWords
     Engine = EngineWords
+    Device = DeviceWords
+    AcceptFormat = AcceptFormatWords
+    AdviseFormat = AdviseFormatWords
+    OnOff = OnOffWords
 else:
     Memory = Annotated[str, MemoryWords]
     Loop = Annotated[str, LoopWords]
@@ -43,6 +51,10 @@ else:
     Bind = Annotated[str, BindWords]
     Start = Annotated[str, StartWords]
     Engine = Annotated[str, EngineWords]
+    Device = Annotated[str, DeviceWords]
+    AcceptFormat = Annotated[str, AcceptFormatWords]
+    AdviseFormat = Annotated[str, AdviseFormatWords]
+    OnOff = Annotated[str, OnOffWords]
 
 
 def words_of(hint: Any) -> tuple[str, ...] | None:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpulane.config.backend import BackendConfig
-from gpulane.config.choices import Engine
+from gpulane.config.choices import AcceptFormat, AdviseFormat, Device, Engine, OnOff
 from gpulane.config.common import CommonConfig, PresetConfig, SizesConfig
 from gpulane.config.campaign import CampaignConfig
 from gpulane.config.launcher import LauncherConfig
@@ -69,7 +69,7 @@ class SweepConfig(CommonConfig):
     """Also time torch's all_reduce beside nccl's and print what torch adds: auto, true or false"""
     ranks: AutoOrInt = "auto"
     """Number of ranks; auto: one per local GPU when there are 2+, else 2 CPU processes"""
-    device: str = "auto"
+    device: Device = "auto"
     """auto, cuda or cpu"""
     resume: Resume = None
     """A run directory to finish: measures only the points it has no good row for yet"""
@@ -196,7 +196,7 @@ class TokensConfig(CommonConfig):
     """torch.compile mode: default or max-autotune-no-cudagraphs"""
     comm_off: bool = True
     """Also run with TP collectives as no-ops: compute alone, and the comm share"""
-    device: str = "auto"
+    device: Device = "auto"
     """auto, cuda or cpu"""
     warmup: int = 1
     """Prefills before the timed ones"""
@@ -288,7 +288,7 @@ class AcceptConfig(CommonConfig):
     """Write junit.xml for CI systems"""
     html: bool = True
     """Write a self-contained report.html"""
-    format: str = "table"
+    format: AcceptFormat = "table"
     """What is printed: table, markdown, json or none"""
     suite: SuiteConfig = field(default_factory=SuiteConfig)
     """The suite: suite.sweep, suite.copy, suite.topo, suite.tokens and their overrides"""
@@ -297,7 +297,7 @@ class AcceptConfig(CommonConfig):
     # facts of the group, saved beside its runs
     gpus: int | None = None
     """GPUs this node should have (fewer or more: FAIL); saved: the GPUs the group saw"""
-    device: str = "auto"
+    device: Device = "auto"
     """auto or cuda: a node without GPUs is INCOMPLETE; cpu: accept a CPU node knowingly"""
     kind: str | None = None
     """Internal: the machine kind of the group"""
@@ -341,13 +341,13 @@ class AdviseConfig(CommonConfig):
     """A prefill runs in chunks of at most this many tokens"""
     memory_fraction: float = 0.92
     """Share of a GPU's memory the estimate may use"""
-    format: str = "table"
+    format: AdviseFormat = "table"
     """table or json"""
     gpu_specs: GpuSpecs = field(default_factory=dict)
     """Achievable rates per GPU model: +gpu_specs.NAME={hbm_gbps: ..., tflops: ..., memory_gib: ...}"""
     projection: Any = None
     """Collectives over an unmeasured path: efficiency and latency_us per path kind"""
-    p2p: str = "on"
+    p2p: OnOff = "on"
     """on or off: off stages projected collectives through host memory (what_if=pcie)"""
     concurrency: Any = None
     """Requests in flight (the decode step's batch); replaces batch= when given"""

@@ -13,6 +13,7 @@ import dataclasses
 import typing
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 
+from gpulane.config.choices import check_choices
 from gpulane.errors import InputError
 
 # The unions, as run-time objects (the checker reads them)
@@ -136,6 +137,7 @@ def check_types(obj: Any, prefix: str = "") -> None:
     whose value is of none of the union's kinds."""
     if not dataclasses.is_dataclass(obj) or isinstance(obj, type):
         return
+    check_choices(obj, prefix)  # the closed word sets (config/choices), before measuring
     unions = union_fields(type(obj))
     for f in dataclasses.fields(obj):
         value = getattr(obj, f.name)
