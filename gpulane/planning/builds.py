@@ -13,7 +13,6 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import pandas as pd
 
@@ -21,7 +20,6 @@ from gpulane.analysis.compare import Comparison
 from gpulane.analysis.report.compare_page import render_compare
 from gpulane.analysis.report.html import details, e, num, section, table
 from gpulane.analysis.report.topology import BuildTopology
-from gpulane.analysis.store import records
 from gpulane.config.commands import AdviseConfig
 from gpulane.errors import GpulaneError
 from gpulane.inference.batching import as_list
@@ -32,6 +30,7 @@ from gpulane.planning.compute import gpu_spec
 from gpulane.planning.inputs import advise_dtype_bytes, gpu_model
 from gpulane.planning.placement import synthetic_topology
 from gpulane.planning.predict import Workload
+from gpulane.record import Row, frame_rows
 
 
 @dataclass
@@ -89,17 +88,17 @@ def advise_build(cfg: AdviseConfig, side: BuildTopology) -> BuildAdvice:
     shape = shape_from_config(dict(cfg.model))
     topo = side.topology
     gpus = len(topo.gpus) if topo is not None and topo.gpus else int(coll["world_size"].max())
-    rows = records(frame)
+    rows = frame_rows(frame)
     try:
         spec = gpu_spec(dict(cfg.gpu_specs), gpu_model(topo) or _rows_gpu(rows))
         proj = cfg.projection or {}
         comms = Comms(
-            MeasuredComm(records(coll.assign(build=side.label)), side.label),
+            MeasuredComm(frame_rows(coll.assign(build=side.label)), side.label),
             Projection(dict(proj.get("efficiency") or {}), dict(proj.get("latency_us") or {})),
         )
         tokens = frame[frame["kind"] == "tokens"]
         workloads = _workloads(cfg, tokens, shape.name)
-        calibration = records(tokens.assign(build=side.label)) if cfg.calibrate else []
+        calibration = frame_rows(tokens.assign(build=side.label)) if cfg.calibrate else []
         placed = topo if topo is not None else synthetic_topology(gpus, spec.name)
         advice = advise(shape, gpus, placed, comms, spec, workloads, side.label, calibration)
     except GpulaneError as err:
@@ -200,10 +199,10 @@ def compare_page(
     return render_compare(cmp, sides, advice_section(builds), advised, title)
 
 
-def _rows_gpu(rows: list[dict[str, Any]]) -> str | None:
+def _rows_gpu(rows: list[Row]) -> str | None:
     """The GPU model the rows' versions name (the topology says none)."""
     for r in rows:
-        versions = r.get("versions")
+        versions = r.versions
         if isinstance(versions, dict) and versions.get("gpu"):
             return str(versions["gpu"])
     return None
