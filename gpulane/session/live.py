@@ -201,6 +201,8 @@ class Display:
     def tick(self) -> None:
         """Called at every poll: the bar's point and ETA, the log's line when it is due."""
         now = time.monotonic()
+        if self.log.forecast is not None:  # the first point's start, seen at a poll
+            self.log.forecast.observe(self.log.done, now)
         if not self.progress.disable:
             self.progress.update(
                 self.task,

@@ -65,7 +65,9 @@ def session_for(
     )
     session = RunSession(run, spec, view, env, progress=bool(cfg.progress))
     # the live ETA from the points measured, by size and collective
-    session.display.log.forecast = SweepForecast.for_plan(plan, ranks, device, usable_cores())
+    session.display.log.forecast = SweepForecast.for_plan(
+        plan, ranks, device, usable_cores(), run.path
+    )
     return session
 
 

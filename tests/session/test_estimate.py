@@ -5,6 +5,8 @@ forecast has to learn from the lines done."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from gpulane.collectives.plan import build_plan
@@ -134,3 +136,28 @@ def test_the_log_line_moves_on_a_long_point(capsys: pytest.CaptureFixture[str]) 
     fc.last_end = now - 12
     log.tick(now)
     assert "(all_reduce 2 MiB, 12 s on it)" in capsys.readouterr().err
+
+
+def test_a_time_growing_slower_than_the_bytes_is_extrapolated_as_measured() -> None:
+    """On a loaded host a line's time grew as size**0.3 from 256 KiB up (measured on the
+    2-core machine, benchmarks/cli/README.md): no time per byte would forecast that."""
+    fc = forecast(["all_reduce"], 1.0)
+    times = [A_S + 0.02 * (s / 1024) ** 0.3 for s in SIZES]
+    now = feed(fc, times, 11)
+    assert fc.left_s(now) == pytest.approx(sum(times[11:]), rel=0.15)
+
+
+def test_the_first_line_is_timed_from_rank_0s_first_heartbeat(tmp_path: Path) -> None:
+    import time
+
+    from gpulane.rundir import write_heartbeat
+
+    lines = [("all_reduce", s) for s in SIZES]
+    fc = SweepForecast(lines, A_S, 2e-8, run_dir=tmp_path)
+    t0 = time.monotonic()
+    fc.observe(0, t0)  # starting: no heartbeat yet
+    write_heartbeat(tmp_path, 0, 0, "all_reduce 1 KiB", "host")
+    fc.observe(0, t0 + 5.0)  # the poll that sees rank 0 begin the first point
+    assert fc.first_start is not None and fc.first_start == pytest.approx(t0 + 5.0, abs=1.0)
+    fc.observe(1, fc.first_start + 0.25)
+    assert fc.took == {0: pytest.approx(0.25)}  # the start-up is not the line's time
