@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -78,27 +76,3 @@ def test_topo_says_run_as_root_only_to_others() -> None:
         assert "run as root" not in why and "even from root" in why
     else:
         assert why == "run as root"
-
-
-def test_figure_check_needs_no_test_extras(tmp_path: Path) -> None:
-    """`python -m benchmarks.check` in `pip install -e .` (no pytest, no hypothesis): the
-    modules its regenerated outputs import load without them."""
-    blocker = tmp_path / "sitecustomize.py"
-    blocker.write_text(
-        "import sys\n"
-        "class Block:\n"
-        "    def find_spec(self, name, path=None, target=None):\n"
-        "        if name.split('.')[0] in {'pytest', '_pytest', 'hypothesis'}:\n"
-        "            raise ModuleNotFoundError(f'No module named {name!r}')\n"
-        "sys.meta_path.insert(0, Block())\n"
-    )
-    code = "import benchmarks.check, tests.report_pages, tests.analysis.fixture_rows; print('ok')"
-    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}"}
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT
-    )
-    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-500:]
-    proof = subprocess.run(
-        [sys.executable, "-c", "import pytest"], capture_output=True, text=True, env=env
-    )
-    assert "No module named 'pytest'" in proof.stderr  # the blocker works
