@@ -303,6 +303,30 @@ def _rule(phase: Phase, tp: int, link: float | None, link_source: str) -> Rule |
     return Rule(needed, link, frac, None if frac is None else frac > RULE_OF_THUMB, link_source)
 
 
+def largest_batch(
+    shape: ModelShape, tp: int, pp: int, wl: Workload, memory_gib: float, limit: int = 8192
+) -> int:
+    """The most sequences of ``wl``'s lengths a split holds in ``memory_fraction`` of each
+    GPU's memory (0: not one): what a throughput benchmark that fills the KV cache runs
+    (trtllm-bench, vLLM at a large --max-num-seqs), by the same memory model as predict."""
+    budget = int(memory_gib * GiB * wl.memory_fraction)
+
+    def fits(batch: int) -> bool:
+        mem = estimate(
+            shape, tp, pp, batch, wl.input_len, wl.output_len, wl.dtype_bytes,
+            wl.chunk_tokens, OVERHEAD_BYTES,
+        )  # fmt: skip
+        return mem.total <= budget
+
+    lo, hi = 0, limit  # fits(lo) holds (or lo == 0); the answer is in [lo, hi]
+    if fits(hi):
+        return hi
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return lo
+
+
 def predict(
     shape: ModelShape,
     tp: int,

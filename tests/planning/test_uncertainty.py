@@ -139,3 +139,21 @@ def test_concurrency_is_the_decode_batch() -> None:
     assert sorted({p["batch"] for p in d["predictions"]}) == [1, 64]
     by = {(p["tp"], p["batch"]): p["decode"]["tokens_per_s"] for p in d["predictions"]}
     assert by[(2, 64)] > by[(2, 1)]  # 64 sequences a step: more tok/s than one
+
+
+def test_largest_batch_is_the_edge_of_what_fits() -> None:
+    """concurrency 'fill' of the published cases: the most sequences the split holds,
+    by the memory model predict refuses splits with."""
+    from gpulane.inference.memory import GiB, estimate
+    from gpulane.inference.shapes import packaged_shape
+    from gpulane.planning.predict import Workload, largest_batch
+
+    shape = packaged_shape("llama3-70b")
+    wl = Workload(1, 1000, 1000, 1)
+    budget = 94.5 * GiB * wl.memory_fraction
+    one, two = largest_batch(shape, 1, 1, wl, 94.5), largest_batch(shape, 1, 2, wl, 94.5)
+    assert 0 < one < two  # a second GPU's memory holds more than twice the sequences
+    for tp, pp, n in ((1, 1, one), (1, 2, two)):
+        assert estimate(shape, tp, pp, n, 1000, 1000, 1).total <= budget
+        assert estimate(shape, tp, pp, n + 1, 1000, 1000, 1).total > budget
+    assert largest_batch(shape, 1, 1, Workload(1, 1000, 1000, 2), 22.0) == 0  # bf16 on an L4

@@ -82,31 +82,30 @@ CASES: list[dict[str, Any]] = [
         "source": TRTLLM,
         "quote": "| 1000/1000 | 1,724 | 1,901 | (TP1,PP1 (FP4) | TP1,PP2 (FP4)), unit: output "
         "tokens per second per GPU",
-        "stand_in": "fp8 (1 byte) for FP4 weights; concurrency 32 (trtllm-bench throughput "
-        "queues all 3000 requests; its batch is not printed)",
+        "stand_in": "fp8 (1 byte) for FP4 weights; concurrency: each arm at the batch it "
+        "holds (trtllm-bench queues all 3000 requests and fills the KV cache, "
+        "kv_cache_free_gpu_mem_fraction 0.95; the advisor's memory model at 0.92)",
         "gpu": "RTX PRO 6000", "link": (5, 16), "gpus": 2, "model": "llama3-70b",
-        "dtype": "fp8", "per_gpu": True, "concurrency": 32, "input_len": 1000,
+        "dtype": "fp8", "per_gpu": True, "concurrency": "fill", "input_len": 1000,
         "output_len": 1000,
         "arms": [{"name": "PP=2 (2 GPUs)", "tp": 1, "pp": 2, "gpus": 2},
                  {"name": "TP=1 (1 GPU)", "tp": 1, "pp": 1, "gpus": 1}],
         "published": [1901, 1724],
-        "deciding_input": "the batch each arm can hold: trtllm-bench fills the KV cache "
-        "(kv_cache_free_gpu_mem_fraction 0.95), so 2 GPUs run a larger batch per GPU than 1; "
-        "the advisor compares the arms at one concurrency",
+        "deciding_input": None,
     },
     {
         "case": "RTX PRO 6000 Server, Llama 3.3 70B FP4, TRT-LLM, TP1-PP2 vs TP1, per GPU, "
         "8192/1024",
         "source": TRTLLM,
         "quote": "| 8192/1024 | 296 | 327 |",
-        "stand_in": "as the 1000/1000 case, concurrency 8",
+        "stand_in": "as the 1000/1000 case",
         "gpu": "RTX PRO 6000", "link": (5, 16), "gpus": 2, "model": "llama3-70b",
-        "dtype": "fp8", "per_gpu": True, "concurrency": 8, "input_len": 8192,
+        "dtype": "fp8", "per_gpu": True, "concurrency": "fill", "input_len": 8192,
         "output_len": 1024,
         "arms": [{"name": "PP=2 (2 GPUs)", "tp": 1, "pp": 2, "gpus": 2},
                  {"name": "TP=1 (1 GPU)", "tp": 1, "pp": 1, "gpus": 1}],
         "published": [327, 296],
-        "deciding_input": "the batch each arm can hold (as the 1000/1000 case)",
+        "deciding_input": None,
     },
     {
         "case": "8x RTX PRO 6000, TP=8, P2P on vs off, 1 request",

@@ -76,14 +76,30 @@ def collective_args(case: dict[str, Any]) -> tuple[list[str], str]:
     )
 
 
+def fill(case: dict[str, Any], arm: dict[str, Any]) -> int:
+    """The batch an arm holds when the engine fills the KV cache (concurrency: fill), by
+    the advisor's own memory model (gpulane.planning.predict.largest_batch)."""
+    from gpulane.inference.shapes import packaged_shape
+    from gpulane.planning.inputs import advise_dtype_bytes
+    from gpulane.planning.predict import Workload, largest_batch
+
+    conf = yaml.safe_load((ROOT / "gpulane/conf/advise.yaml").read_text())
+    memory = float(conf["gpu_specs"][case["gpu"]]["memory_gib"])
+    wl = Workload(1, case["input_len"], case["output_len"], advise_dtype_bytes(case["dtype"]))
+    return largest_batch(packaged_shape(case["model"]), arm["tp"], arm["pp"], wl, memory)
+
+
 def arm_figure(case: dict[str, Any], arm: dict[str, Any], extra: list[str]) -> dict[str, Any]:
     """The advisor's decode tok/s (per GPU when the case says) of one arm."""
     gen, width = case["link"]
     gpus = arm.get("gpus", case["gpus"])
+    concurrency = arm.get("concurrency", case["concurrency"])
+    if concurrency == "fill":
+        concurrency = fill(case, arm)
     args = [
         f"model={case['model']}", f"gpus={gpus}", f"gpu={case['gpu']}",
         f"dtype={case['dtype']}", f"what_if=pcie:{gen}x{width}",
-        f"p2p={arm.get('p2p', case.get('p2p', 'on'))}", f"concurrency={case['concurrency']}",
+        f"p2p={arm.get('p2p', case.get('p2p', 'on'))}", f"concurrency={concurrency}",
         f"input_len={case['input_len']}", f"output_len={case['output_len']}", *extra,
     ]  # fmt: skip
     d = advise(args)
@@ -91,7 +107,7 @@ def arm_figure(case: dict[str, Any], arm: dict[str, Any], extra: list[str]) -> d
     if pred is None or not pred["fits"] or pred["decode"] is None:
         return {"tok_s": None, "basis": None}
     tok_s = pred["decode"]["tokens_per_s"] / (gpus if case.get("per_gpu") else 1)
-    return {"tok_s": tok_s, "basis": pred["basis"]}
+    return {"tok_s": tok_s, "basis": pred["basis"], "concurrency": concurrency}
 
 
 def too_close(margin: float, basis: dict[str, Any] | None) -> bool:
@@ -118,6 +134,7 @@ def score(case: dict[str, Any]) -> dict[str, Any]:
                    deciding_input=case.get("deciding_input"))  # fmt: skip
         return row
     ratio = a["tok_s"] / b["tok_s"]
+    row["concurrency"] = [a["concurrency"], b["concurrency"]]
     pick = names[0] if ratio >= 1 else names[1]
     row.update(advisor_pick=pick, predicted_ratio=round(ratio, 3))
     close = too_close(max(ratio, 1 / ratio), a["basis"])
