@@ -127,13 +127,16 @@ def _server_deaf_to_ctrl_c() -> None:
     the wait for the server's imports, so this process still sees a Ctrl-C then."""
     from multiprocessing import forkserver
 
+    # the instance's method, as Process.start calls it (a caller may have replaced it on
+    # the instance to share a server of its own: tests/forked_cli.py)
+    server = forkserver._forkserver
     try:
         previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     except ValueError:  # not the main thread: no Ctrl-C is delivered here anyway
-        forkserver.ensure_running()
+        server.ensure_running()
         return
     try:
-        forkserver.ensure_running()
+        server.ensure_running()
     finally:
         signal.signal(signal.SIGINT, previous)
 
