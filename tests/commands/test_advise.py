@@ -44,7 +44,12 @@ def test_command_table_and_what_if(capsys: pytest.CaptureFixture[str]) -> None:
 def test_command_without_rows_says_what_to_give(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["gpus=2", "gpu=H200"]) == 2
     assert "no collective rows" in capsys.readouterr().err
-    assert main(["gpus=2", "format=yaml", "gpu=H200"]) == 2
+    # a word outside a closed set is refused by the config check, before advise runs:
+    # through the CLI, one error line and exit 2
+    from gpulane.cli import main as cli
+
+    assert cli(["advise", "gpus=2", "format=yaml", "gpu=H200"]) == 2
+    assert "format: expected table or json, got 'yaml'" in capsys.readouterr().err
 
 
 def test_measure_now_runs_the_sweep_and_reads_only_its_rows(tmp_path: Path) -> None:
