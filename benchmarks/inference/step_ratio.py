@@ -174,6 +174,24 @@ def table(figures: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def _rows_under(sub: Path) -> list[dict[str, Any]]:
+    """Every row of the runs under ``sub`` as dicts (the planner takes dicts): rows.jsonl,
+    else rows.parquet (the compact form benchmarks/ keeps; a missing cell is None)."""
+    runs = sorted({f.parent for n in ("rows.jsonl", "rows.parquet") for f in sub.rglob(n)})
+    out: list[dict[str, Any]] = []
+    for run in runs:
+        if (run / "rows.jsonl").exists():
+            out += [r.to_dict() for r in read_rows(run)]
+            continue
+        from gpulane.parquet_rows import read_parquet
+        from gpulane.record import row_of
+
+        for r in read_parquet(run / "rows.parquet").to_dict("records"):
+            clean = {k: None if isinstance(v, float) and v != v else v for k, v in r.items()}
+            out.append(row_of(clean).to_dict())
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("outdir", type=Path)
@@ -185,8 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     tflops = float(rates["matmul_bf16_tflops_median"])
     rows = []
     for sub in sorted(p for p in args.outdir.iterdir() if p.is_dir() and p.name != "advise"):
-        if any(sub.rglob("rows.jsonl")):  # advise/: the held-out runs, benchmarks/advise
-            rows += [r.to_dict() for r in read_rows(sub)]  # the planner takes dicts
+        rows += _rows_under(sub)  # advise/: the held-out runs, benchmarks/advise
     coll = [r for r in rows if r.get("kind") == "collective" and r.get("status") == "ok"]
     comms = {b: MeasuredComm(coll, b) for b in sorted({str(r.get("build")) for r in coll})}
     figures = []
