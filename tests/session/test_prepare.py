@@ -16,6 +16,7 @@ import pytest
 
 from gpulane.collectives.plan import SweepPlan, build_plan
 from gpulane.config.backend import AutoBackendConfig, MpiBackendConfig
+from gpulane.launch.slurm.launcher import SlurmLauncher
 from gpulane.rundir import PLAN_FILE, RunDir, make_run_dir
 from gpulane.session import packing
 from gpulane.session.prepare import launcher_for, prepare
@@ -183,6 +184,7 @@ def test_slurm_front_parses_the_settings_once(
     assert sweep.route == "plain" and sweep.world == 2 and sweep.device == "cpu"
     assert str(sweep.cfg.backend.name) == "torch"  # auto resolved, once
     launcher = launcher_for(sweep)
+    assert isinstance(launcher, SlurmLauncher)  # the registry's, from the plan
     assert "--mpi=pmix" in launcher.settings.srun_args
     assert sweep.launcher is not None
     assert "--mpi=pmix" not in sweep.launcher.settings.srun_args  # the parsed ones untouched
