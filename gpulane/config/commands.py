@@ -8,14 +8,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpulane.config.backend import BackendConfig
+from gpulane.config.campaign import CampaignConfig
 from gpulane.config.choices import AcceptFormat, AdviseFormat, Device, Engine, OnOff
 from gpulane.config.common import CommonConfig, PresetConfig, SizesConfig
-from gpulane.config.campaign import CampaignConfig
 from gpulane.config.launcher import LauncherConfig
 from gpulane.config.types import (
     AutoOrInt,
+    ErrorBands,
     GpuSpecs,
     Ints,
+    IntsOrNone,
     IntsOrText,
     Localize,
     Pair,
@@ -349,9 +351,9 @@ class AdviseConfig(CommonConfig):
     """Collectives over an unmeasured path: efficiency and latency_us per path kind"""
     p2p: OnOff = "on"
     """on or off: off stages projected collectives through host memory (what_if=pcie)"""
-    concurrency: Any = None
+    concurrency: IntsOrNone = None
     """Requests in flight (the decode step's batch); replaces batch= when given"""
-    expected_error: Any = None
+    expected_error: ErrorBands = None
     """Per basis: the validation tables' error range of a predicted figure"""
 
 

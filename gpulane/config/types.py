@@ -23,6 +23,9 @@ StepUnion = Union[int, str, None]  # noqa: UP007
 RunsUnion = Union[list[str], str, None]  # noqa: UP007 - run directories, rows files
 WordsUnion = Union[list[str], str]  # noqa: UP007 - a list, or one word / a comma list
 IntsUnion = Union[list[int], int, str]  # noqa: UP007 - a list, one number, or "1,8,32"
+IntsOrNoneUnion = Union[list[int], int, str, None]  # noqa: UP007 - as Ints; null: not given
+# basis -> low, high, within_15 (numbers) and of (the table it comes from)
+ErrorBandsUnion = Union[dict[str, dict[str, Union[float, str]]], None]  # noqa: UP007
 SwitchUnion = Union[bool, str]  # noqa: UP007 - true/false or a word (auto, both, live)
 PeerAccessUnion = Union[list[bool], bool]  # noqa: UP007
 ResumeUnion = Union[str, bool, None]  # noqa: UP007 - a run directory; true in the ranks
@@ -41,6 +44,8 @@ if TYPE_CHECKING:
     IntsOrText = IntsUnion
     Words = WordsUnion
     Ints = IntsUnion
+    IntsOrNone = IntsOrNoneUnion
+    ErrorBands = ErrorBandsUnion
     Switch = SwitchUnion
     PeerAccess = PeerAccessUnion
     Resume = ResumeUnion
@@ -58,6 +63,8 @@ else:
     IntsOrText = Annotated[Any, IntsUnion]
     Words = Annotated[Any, WordsUnion]
     Ints = Annotated[Any, IntsUnion]
+    IntsOrNone = Annotated[Any, IntsOrNoneUnion]
+    ErrorBands = Annotated[Any, ErrorBandsUnion]
     Switch = Annotated[Any, SwitchUnion]
     PeerAccess = Annotated[Any, PeerAccessUnion]
     Resume = Annotated[Any, ResumeUnion]
