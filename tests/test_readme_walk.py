@@ -95,6 +95,8 @@ STEPS = [
     Step("gpulane accept --baseline golden", "accept device=cpu --baseline golden", (0, 1)),
     Step("gpulane accept run=runs/<dir>", "accept run=runs/<dir>", (0,)),
     Step("gpulane accept --rules", "accept --rules", (0,)),
+    # the default job's run, accepted by the step above, is CPU figures: no GPU reference
+    Step("(a run on CPU ranks is refused, exit 2)", "reference add runs/<dir>", (2,)),
     Step("gpulane report runs/ ", "report runs/", (0,)),
     *[
         Step(

@@ -101,6 +101,12 @@ def _with_path(frame: pd.DataFrame, label: str | None, runs: list[Path]) -> pd.D
     """Collective rows that name no path (a parsed log) take ``--path``; without it they
     cannot be a reference, and the error says how to give it."""
     unnamed = (frame["kind"] == "collective") & frame["path"].isna() & (frame["status"] == "ok")
+    # CPU ranks (gloo) have no GPU path: --path would file CPU figures as a GPU reference
+    if unnamed.any() and frame.loc[unnamed, "backend"].astype(str).str.endswith("gloo").all():
+        raise InputError(
+            f"{', '.join(map(str, runs))}: the collective rows were measured on CPU ranks "
+            "(torch-gloo); the reference table holds GPU figures: add a run made on GPUs"
+        )
     if label is None:
         if unnamed.any() and not (frame["kind"] == "collective")[~unnamed].any():
             raise InputError(
