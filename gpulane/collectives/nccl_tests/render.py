@@ -34,11 +34,16 @@ _COLUMN_HEADER = (
 def format_float(value: float, width: int) -> str:
     """A number as nccl-tests prints time and bandwidth: as many decimals (2, 1, 0) as
     fit ``width``, else exponent notation."""
-    for spec in (".2f", ".1f", ".0f"):
-        text = f"{value:>{width}{spec}}"
-        if len(text) <= width:
-            return text
-    return f"{value:>{width}.{1 if width >= 7 else 0}e}"
+    # Padding never shortens a text: the unpadded one decides, and is padded once (a long
+    # log prints three such numbers per placement and line).
+    text = f"{value:.2f}"
+    if len(text) > width:
+        text = f"{value:.1f}"
+        if len(text) > width:
+            text = f"{value:.0f}"
+            if len(text) > width:
+                return f"{value:>{width}.{1 if width >= 7 else 0}e}"
+    return text.rjust(width)
 
 
 def _num(value: float | None, width: int) -> str:

@@ -180,8 +180,9 @@ def take_whole(cols: list[tuple[str, int]], line: str) -> list[Value] | None:
     if len(toks) != len(cols):
         return None
     out: list[Value] = []
+    reader = _READ.get  # _accept without its call per token (every line's every token)
     for (col, g), tok in zip(cols, toks, strict=True):
-        value = _accept(col, tok)
+        value = reader(col, _float)(tok)
         if value is _MISSING:
             return None
         out.append((col, g, value, tok))
@@ -212,6 +213,15 @@ def take(
     return out, line[tail_from:] if out else line
 
 
+def _finite_of(got: dict[str, tuple[Any, str]], name: str) -> float | None:
+    """A column's value as a finite float; None where it is absent, N/A, inf or nan."""
+    found = got.get(name)
+    if found is None or found[0] is None:
+        return None
+    value = float(found[0])
+    return value if math.isfinite(value) else None
+
+
 def measurements(values: list[Value], cols: Columns) -> list[Measurement]:
     out: list[Measurement] = []
     by_group: list[dict[str, tuple[Any, str]]] = [{} for _ in cols.groups]
@@ -230,23 +240,19 @@ def measurements(values: list[Value], cols: Columns) -> list[Measurement]:
         if "error" in got:
             e = got["error"][0]
             max_error = None if e is None else float(e)
-
-        def val(name: str, got: dict[str, tuple[Any, str]] = got) -> float | None:
-            return float(got[name][0]) if name in got and got[name][0] is not None else None
-
         out.append(
             Measurement(
                 in_place=g == 1,
-                time_us=finite(val("time")),
-                algbw_gbps=finite(val("algbw")),
-                busbw_gbps=finite(val("busbw")),
+                time_us=_finite_of(got, "time"),
+                algbw_gbps=_finite_of(got, "algbw"),
+                busbw_gbps=_finite_of(got, "busbw"),
                 wrong=wrong,
                 max_error=max_error,
                 cputime=cols.cputime,
-                i_min_us=finite(val("i_min")),
-                i_max_us=finite(val("i_max")),
-                i_p99_us=finite(val("i_p99")),
-                i_cv_pct=finite(val("i_cv")),
+                i_min_us=_finite_of(got, "i_min"),
+                i_max_us=_finite_of(got, "i_max"),
+                i_p99_us=_finite_of(got, "i_p99"),
+                i_cv_pct=_finite_of(got, "i_cv"),
                 text={c: tok for c, (_, tok) in got.items()},
             )
         )
