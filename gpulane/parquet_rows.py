@@ -70,9 +70,16 @@ class ParquetRows:
         line of the batch holds, under one base, is the base's value repeated."""
         lines, self._lines = self._lines, []
         present: set[str] = set()
-        for _, line in lines:
+        # The lines as runs of one base: [base, how many lines]. A field no line holds is
+        # its bases' values repeated, made without a look at each line.
+        segments: list[list[Any]] = []
+        for base, line in lines:
             present.update(line)
-        one_base = all(base is lines[0][0] for base, _ in lines)
+            if segments and segments[-1][0] is base:
+                segments[-1][1] += 1
+            else:
+                segments.append([base, 1])
+        one_base = len(segments) == 1
         texts: dict[int, str] = {}  # id of a dict (held by a base) -> its JSON text
 
         def text(v: Any) -> str:
@@ -93,6 +100,11 @@ class ParquetRows:
                     _repeated(pa, text(value) if name in _JSON_COLUMNS else value, len(lines))
                 )
                 continue
+            elif name not in present:
+                column = []
+                for base, n in segments:
+                    value = base[i]
+                    column += [text(value) if name in _JSON_COLUMNS else value] * n
             else:
                 column = [line.get(name, base[i]) for base, line in lines]
                 if name in _JSON_COLUMNS:

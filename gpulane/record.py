@@ -198,11 +198,53 @@ RUN_FIELDS = (
     "versions",
 )
 _FIELD_VALUES = operator.attrgetter(*FIELDS)  # a Row's values, in FIELDS order
+
+
+class _Encoder:
+    """``encoder.encode``, its C encoder made once rather than once per call (a large
+    import encodes a few small dicts per row: making it was most of their time). The
+    text is the same: ``encode`` runs this very C encoder, with the same arguments."""
+
+    def __init__(self, encoder: json.JSONEncoder) -> None:
+        self._encoder = encoder
+        self._make()
+
+    def _make(self) -> None:
+        e = self._encoder
+        make = getattr(json.encoder, "c_make_encoder", None)
+        self._c = (
+            None
+            if make is None or e.indent is not None
+            else make(
+                {} if e.check_circular else None,
+                e.default,
+                json.encoder.encode_basestring_ascii
+                if e.ensure_ascii
+                else json.encoder.encode_basestring,
+                e.indent,
+                e.key_separator,
+                e.item_separator,
+                e.sort_keys,
+                e.skipkeys,
+                e.allow_nan,
+            )
+        )
+
+    def __call__(self, value: Any) -> str:
+        if self._c is None:
+            return self._encoder.encode(value)
+        try:
+            return "".join(self._c(value, 0))
+        except BaseException:
+            self._make()  # its circular-reference marks may hold what the failure left
+            raise
+
+
 # One encoder each (json.dumps with options builds a new one per call).
-_ENCODE = json.JSONEncoder(default=str).encode
-_ENCODE_SORTED = json.JSONEncoder(sort_keys=True, default=str).encode
+_ENCODE = _Encoder(json.JSONEncoder(default=str))
+_ENCODE_SORTED = _Encoder(json.JSONEncoder(sort_keys=True, default=str))
 # Row lines that hold only a row's own values: no spaces (they are most of such a line).
-_ENCODE_COMPACT = json.JSONEncoder(default=str, separators=(",", ":")).encode
+_ENCODE_COMPACT = _Encoder(json.JSONEncoder(default=str, separators=(",", ":")))
 
 
 def rows_file(run_dir: str | os.PathLike[str]) -> Path:
