@@ -190,9 +190,18 @@ class Series:
             parts.append(str(k["path"]))
         if _present(k.get("world_size")):
             parts.append(f"{int(k['world_size'])} ranks")
+        # a token figure's shape: without it two series of one model read alike
+        for name, short in (("tp", "tp"), ("pp", "pp"), ("batch", "batch"),
+                            ("input_len", "in"), ("output_len", "out")):  # fmt: skip
+            if _present(k.get(name)):
+                parts.append(f"{short}={_key_int(k[name])}")
         if self.machine:
             parts.append(f"[{self.machine}]")
         return " ".join(parts)
+
+
+def _key_int(v: Any) -> str:
+    return str(int(v)) if isinstance(v, float) and v.is_integer() else str(v)
 
 
 def _present(v: Any) -> bool:

@@ -67,3 +67,26 @@ def test_two_machines_under_one_label_are_not_a_regression(
     out = capsys.readouterr().out
     assert "REGRESSION" not in out
     assert "[NVIDIA H200, h200-a, nccl]" in out and "[cpu, vm, torch-gloo]" in out
+
+
+def test_token_series_of_one_model_read_apart(tmp_path: Path) -> None:
+    """Two token figures of one model at other batches and prompt lengths: their labels
+    name the shape (the README walk found several "vm prefill bfloat16 tiny 2 ranks"
+    lines with other figures and no way to tell them apart)."""
+    from gpulane.record import Row, RowWriter
+
+    for i in range(2):
+        run = tmp_path / f"2026112{i}-000000-vm-{i}"
+        run.mkdir()
+        with RowWriter(run) as out:
+            for batch, input_len in ((1, 512), (8, 512), (8, 2048)):
+                row = Row(
+                    run_id=run.name, kind="tokens", backend="torch", op="prefill",
+                    build="vm", host="vm", world_size=2, dtype="bfloat16", model="tiny",
+                    tp=2, pp=1, batch=batch, input_len=input_len, output_len=32,
+                    tokens_per_s=100.0 * batch, started_at=f"2026-11-2{i}T06:00:00+00:00",
+                )  # fmt: skip
+                out.write(row)
+    labels = [s.label() for s in series(load_runs(tmp_path)) if s.metric == "tokens_per_s"]
+    assert len(labels) == len(set(labels)) == 3, labels
+    assert any("tp=2 pp=1 batch=8 in=2048 out=32" in x for x in labels), labels
