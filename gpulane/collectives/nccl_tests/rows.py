@@ -14,6 +14,7 @@ nranks-1), and ``wrong`` is 1 ("at least one") with the error kept in ``extra.ma
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -305,21 +306,50 @@ def _measured_row(
     row_extra["nccl_tests"] = facts
     if extra:
         row_extra.update(extra)
-    return Row(
-        **common,
-        dtype=tl.dtype,
-        redop=redop,
-        root=root,
-        in_place=m.in_place,
-        size_bytes=tl.size_bytes,
-        count=tl.count,
-        time_us=m.time_us,
-        time_us_p50=m.p50_us,
-        time_us_p99=m.i_p99_us,
-        algbw_gbps=m.algbw_gbps,
-        busbw_gbps=m.busbw_gbps,
-        wrong=wrong,
-        extra=row_extra,
-        status=status,
-        error=error,
-    )
+    own = {
+        "dtype": tl.dtype,
+        "redop": redop,
+        "root": root,
+        "in_place": m.in_place,
+        "size_bytes": tl.size_bytes,
+        "count": tl.count,
+        "time_us": m.time_us,
+        "time_us_p50": m.p50_us,
+        "time_us_p99": m.i_p99_us,
+        "algbw_gbps": m.algbw_gbps,
+        "busbw_gbps": m.busbw_gbps,
+        "wrong": wrong,
+        "extra": row_extra,
+        "status": status,
+        "error": error,
+    }
+    return _row(common, own)
+
+
+# Every Row field with its plain default (None where it has none or a factory), in field
+# order; and the fields a row must be given (no default, or a factory's: a clock, a host).
+_ROW_TEMPLATE = {
+    f.name: None if f.default is dataclasses.MISSING else f.default for f in dataclasses.fields(Row)
+}
+_ROW_GIVEN = frozenset(f.name for f in dataclasses.fields(Row) if f.default is dataclasses.MISSING)
+
+# The common dict last checked (held, so that its id is not another's), whether its keys
+# are all fields, and the fields it leaves to be given.
+_CHECKED: list[Any] = [None, False, frozenset()]
+
+
+def _row(common: dict[str, Any], own: dict[str, Any]) -> Row:
+    """``Row(**common, **own)``, built as the dataclass builds it (its fields in order, the
+    defaults of those not given) without the call of its forty-odd arguments: a table row
+    is made for every size and placement of a long log. Any other set of keys (one that
+    leaves a factory's field out, or is not a field) goes through ``Row``."""
+    if _CHECKED[0] is not common:  # a run's rows share their common dict: checked once
+        _CHECKED[:] = [common, common.keys() <= _ROW_TEMPLATE.keys(), _ROW_GIVEN - common.keys()]
+    if _CHECKED[1] and own.keys() <= _ROW_TEMPLATE.keys() and _CHECKED[2] <= own.keys():
+        data = _ROW_TEMPLATE.copy()
+        data.update(common)
+        data.update(own)
+        row = object.__new__(Row)
+        row.__dict__ = data
+        return row
+    return Row(**common, **own)
