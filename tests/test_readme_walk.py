@@ -93,7 +93,13 @@ STEPS = [
         (0,),
     ),
     Step("gpulane accept --baseline golden", "accept device=cpu --baseline golden", (0, 1)),
-    Step("gpulane accept run=runs/<dir>", "accept run=runs/<dir>", (0,)),
+    # the default job's rows are CPU ranks': INCOMPLETE until device=cpu says they are meant
+    Step("gpulane accept run=runs/<dir>", "accept run=runs/<dir>", (3,)),
+    Step(
+        "CPU ranks' rows need device=cpu",
+        "accept device=cpu run=runs/<dir>",
+        (0,),
+    ),
     Step("gpulane accept --rules", "accept --rules", (0,)),
     # the default job's run, accepted by the step above, is CPU figures: no GPU reference
     Step("(a run on CPU ranks is refused, exit 2)", "reference add runs/<dir>", (2,)),

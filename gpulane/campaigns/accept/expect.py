@@ -5,7 +5,9 @@ The expectation comes from ``accept gpus=N`` or from the rule set's ``expect:`` 
 is a FAIL naming the likely cause: CUDA_VISIBLE_DEVICES, no driver loaded, an NVML error.
 Without one, a node where no GPU is visible is INCOMPLETE (exit 3): a suite that measured
 only CPUs says nothing about the GPUs the node was bought for. ``device=cpu`` accepts a
-CPU node knowingly (the suite then measures CPU processes, as the tests do).
+CPU node knowingly (the suite then measures CPU processes, as the tests do). Stored rows
+(``accept run=``) measured on CPU processes only are INCOMPLETE the same way, unless
+``device=cpu`` says they are meant.
 """
 
 from __future__ import annotations
@@ -14,6 +16,9 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+import pandas as pd
+
+from gpulane.analysis.compare.machines import CPU, machine_frame
 from gpulane.analysis.rules import FAIL, PASS, Check
 from gpulane.analysis.rules.model import Missing
 from gpulane.errors import InputError
@@ -102,3 +107,15 @@ def gpu_checks(expected: int | None, seen: int, device: str) -> tuple[list[Check
     return [
         Check(RULE, FAIL, "expected", "node", message, DESCRIPTION, value=seen, threshold=expected)
     ], []
+
+
+def stored_rows_checks(frame: pd.DataFrame, device: str) -> list[Missing]:
+    """``accept run=`` over rows that were all measured on CPU processes (gloo ranks, MPI
+    through host memory): the missing expectation that makes the verdict INCOMPLETE, as
+    a live suite on a node without GPUs is. ``device=cpu`` accepts them knowingly."""
+    if device == "cpu" or frame.empty:
+        return []
+    if not (machine_frame(frame)["gpu"] == CPU).all():
+        return []
+    why = "the stored rows were measured on CPU processes only: no GPU figure in them"
+    return [Missing(RULE, why, "device=cpu to accept CPU rows knowingly", DESCRIPTION)]

@@ -30,7 +30,12 @@ from gpulane.analysis.rules.model import VERDICT_FAIL, VERDICT_INCOMPLETE
 from gpulane.analysis.rules.ranks import without_one_rank
 from gpulane.analysis.store import load_frame
 from gpulane.campaigns.accept.campaign_checks import campaign_checks
-from gpulane.campaigns.accept.expect import accept_device, expected_gpus, gpu_checks
+from gpulane.campaigns.accept.expect import (
+    accept_device,
+    expected_gpus,
+    gpu_checks,
+    stored_rows_checks,
+)
 from gpulane.campaigns.accept.findings import accept_doctor, findings_json
 from gpulane.campaigns.accept.inputs import (
     baselines_dir,
@@ -302,7 +307,9 @@ def _judge(
             if s.name == "sweep" and s.rc == RunFailed.exit_code and not s.note:
                 s.note = "the cluster campaign named what the campaign lines say"
     counted, no_gpus = (
-        gpu_checks(inputs.expected, rows.gpus, inputs.device) if not cfg.run else ([], [])
+        gpu_checks(inputs.expected, rows.gpus, inputs.device)
+        if not cfg.run
+        else ([], stored_rows_checks(frame, inputs.device))
     )
     verdict.checks[:0] = counted + step_checks(rows.steps, rows.gpus) + campaign
     verdict.missing[:0] = no_gpus

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -91,3 +92,32 @@ def test_a_rules_file_says_how_many_gpus(tmp_path: Path) -> None:
         "defaults: [default]\nexpect: {gpus: 8}\nchecks:\n  rows_ok: {check: status_ok}\n"
     )
     assert expected_gpus(None, load_rules_file(str(own))) == 8
+
+
+def _rows_frame(*machines: tuple[str, dict[str, str]]) -> Any:
+    from gpulane.analysis.store import frame_from_rows
+    from gpulane.record import Row
+
+    rows = [
+        Row(run_id="r", kind="collective", backend=backend, op="all_reduce", build="b",
+            host="h", world_size=2, size_bytes=8, busbw_gbps=1.0, versions=versions)
+        for backend, versions in machines
+    ]  # fmt: skip
+    return frame_from_rows(rows)
+
+
+def test_stored_rows_of_cpu_ranks_are_incomplete_unless_meant() -> None:
+    """accept run= over rows that only CPU processes measured (gloo ranks, MPI through
+    host memory) is INCOMPLETE as a live suite without GPUs is; device=cpu accepts them."""
+    from gpulane.campaigns.accept.expect import stored_rows_checks
+
+    gloo = ("torch-gloo", {"torch": "2.13.0+cpu"})
+    mpi_host = ("mpi", {"mpi_buffers": "host"})
+    h200 = ("nccl", {"gpu": "NVIDIA H200", "cuda": "13.0"})
+    parsed = ("nccl-tests", {})  # a parsed nccl-tests log: GPUs, model not named
+    (missing,) = stored_rows_checks(_rows_frame(gloo, mpi_host), "auto")
+    assert missing.rule == "gpus" and "CPU processes only" in missing.why
+    assert "device=cpu" in missing.supply
+    assert stored_rows_checks(_rows_frame(gloo), "cpu") == []
+    assert stored_rows_checks(_rows_frame(gloo, h200), "auto") == []
+    assert stored_rows_checks(_rows_frame(parsed), "auto") == []
