@@ -43,29 +43,45 @@ def advise(args: list[str]) -> dict[str, Any]:
     return result
 
 
-def reference_allreduce(gpu: str, link: str) -> dict[str, Any] | None:
-    """An all_reduce busbw entry of the reference table for this GPU and link, if any."""
+def _largest_sizes(e: dict[str, Any]) -> int:
+    """A sweep's large sizes first (an advisor step's all-reduces are large), then one size."""
+    from gpulane.units import parse_size
+
+    size = e.get("size_max") or e.get("size")
+    return int(parse_size(str(size))) if size is not None else 0
+
+
+def reference_allreduce(gpu: str, link: str, gpus: int) -> dict[str, Any] | None:
+    """An all_reduce busbw entry of the reference table for this GPU, link (or any PCIe
+    path: an entry's ``path: "*"``) and GPU count, with P2P on (an entry's ``p2p`` unset
+    or true: the published runs' state); the one over the largest sizes, if any."""
+    found = []
     for path in sorted(REFERENCE.glob("*.yaml")):
         for e in yaml.safe_load(path.read_text()) or []:
-            if not isinstance(e, dict) or e.get("kind") != "collective":
+            if not isinstance(e, dict) or e.get("kind", "collective") != "collective":
                 continue
-            gpus = [str(g) for g in e.get("gpu") or []]
-            if (
+            gpu_names = [str(g) for g in e.get("gpu") or []]
+            if not (
                 e.get("op") == "all_reduce"
-                and str(e.get("link")) == link
-                and any(gpu.lower() in g.lower() for g in gpus)
+                and any(gpu.lower() in g.lower() for g in gpu_names)
+                and int(e.get("world_size") or 0) == gpus
+                and (str(e.get("link")) == link if "link" in e else e.get("path") == "*")
+                and e.get("p2p") in (None, True)
             ):
-                return {**e, "file": path.name}
-    return None
+                continue
+            found.append({**e, "file": path.name})
+    return max(found, key=_largest_sizes) if found else None
 
 
 def collective_args(case: dict[str, Any]) -> tuple[list[str], str]:
     """Advisor overrides from a reference all_reduce figure, and where they came from."""
     gen, width = case["link"]
     link = f"PCIe Gen{gen} x{width}"
-    ref = reference_allreduce(case["gpu"], link)
+    ref = reference_allreduce(case["gpu"], link, case["gpus"])
     if ref is None:
-        return [], f"no reference all_reduce figure for {case['gpu']} on {link}: projected"
+        return [], (
+            f"no reference all_reduce figure for {case['gpus']}x {case['gpu']} on {link}: projected"
+        )
     from gpulane.units import pcie_gbps
 
     busbw = (float(ref["low"]) + float(ref["high"])) / 2
