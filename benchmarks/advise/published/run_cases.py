@@ -31,7 +31,7 @@ ROOT = HERE.parents[2]
 REFERENCE = ROOT / "gpulane/conf/reference"
 sys.path.insert(0, str(ROOT))
 
-from case_list import CASES  # noqa: E402  (the cases, with their sources quoted)
+from benchmarks.advise.published.case_list import CASES  # noqa: E402  (sources quoted)
 
 
 def advise(args: list[str]) -> dict[str, Any]:
