@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpulane.config.campaign import PATTERNS as PATTERNS  # re-exported: the old place
+from gpulane.config.campaign import CampaignConfig
 from gpulane.config.campaign import campaign_pattern as _campaign_pattern
 from gpulane.config.choices import Bind, Start, check_choices
 from gpulane.config.types import NodeList, SbatchArgs
@@ -239,22 +240,15 @@ class SlurmLauncherConfig(LauncherConfig):
                 "launcher.sbatch_args: expected a mapping such as {reservation: x}, "
                 f"got {self.sbatch_args!r}"
             )
-        campaign_pattern(self.pattern)
         poll = self.poll_s
         if not isinstance(poll, (int, float)) or isinstance(poll, bool) or poll <= 0:
             raise InputError(f"launcher.poll_s: expected seconds > 0, got {poll!r}")
-        fraction = self.outlier_fraction
-        if (
-            isinstance(fraction, bool)
-            or not isinstance(fraction, (int, float))
-            or not 0 < fraction < 1
-        ):
-            raise InputError(
-                f"launcher.outlier_fraction: expected a fraction in (0, 1), got {fraction!r}"
-            )
-        good = self.halving_good
-        if good is not None and (isinstance(good, bool) or not isinstance(good, (int, float))):
-            raise InputError(f"launcher.halving_good: expected GB/s, got {good!r}")
+        # the campaign keys' old spellings, checked as campaign.* is, named as given
+        CampaignConfig(
+            pattern=self.pattern,
+            outlier_fraction=self.outlier_fraction,
+            halving_good=self.halving_good,
+        ).validate("launcher.")
 
 
 LAUNCHERS: dict[str, type[LauncherConfig]] = {
