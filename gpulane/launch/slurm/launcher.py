@@ -122,7 +122,7 @@ class SlurmLauncher(Launcher):
     def pack(self, specs: list[LaunchSpec], labels: list[str]) -> PackedLaunch:
         from gpulane.launch.slurm.packing import submit_packed
 
-        return submit_packed(self.settings, specs, labels)
+        return submit_packed(self.settings, specs, labels, type(self).adopt)
 
     def lone_rank_warning(self) -> str | None:
         return (

@@ -6,19 +6,29 @@ combination, and each is concluded as its own job would be."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from gpulane.errors import RunFailed
 from gpulane.launch.base import Launcher, LaunchResult, LaunchSpec, PackedLaunch
-from gpulane.launch.slurm.launcher import SlurmLauncher
 from gpulane.launch.slurm.monitor import JobRecord, Waiter
 from gpulane.launch.slurm.settings import SlurmSettings, executor_parameters, make_executor
 from gpulane.launch.slurm.task import packed_done, packed_task
 
 
 class PackedJob(PackedLaunch):
-    def __init__(self, s: SlurmSettings, specs: list[LaunchSpec], labels: list[str]) -> None:
+    """``adopt``: SlurmLauncher.adopt, handed in by the launcher that packs (this module
+    is its helper and does not import it back)."""
+
+    def __init__(
+        self,
+        s: SlurmSettings,
+        specs: list[LaunchSpec],
+        labels: list[str],
+        adopt: Callable[..., Any],
+    ) -> None:
         self.s, self.specs, self.labels = s, specs, labels
         self.paths = [Path(spec.run_dir).resolve() for spec in specs]
         work = [
@@ -33,7 +43,7 @@ class PackedJob(PackedLaunch):
             words = str(err).strip().splitlines()
             raise RunFailed("sbatch refused the job: " + " ".join(words[-3:])) from err
         self.launchers: list[Launcher] = []
-        self.slurm: list[SlurmLauncher] = []
+        self.slurm: list[Any] = []
         for spec, p in zip(specs, self.paths, strict=True):
             record = JobRecord(
                 job_id=str(self.job.job_id),
@@ -43,7 +53,7 @@ class PackedJob(PackedLaunch):
                 tasks_per_node=s.tasks_per_node,
             )
             record.save(p)
-            launcher = SlurmLauncher.adopt(s, self.job, record, p, spec.timeout_s)
+            launcher = adopt(s, self.job, record, p, spec.timeout_s)
             self.slurm.append(launcher)
             self.launchers.append(launcher)
         self.started = (
@@ -57,7 +67,7 @@ class PackedJob(PackedLaunch):
         self.records = records
         self.waiter = Waiter(
             self.job, records[0], self.paths[0], s.poll_s, specs[0].timeout_s, s.startup_s,
-            lambda: None, print,
+            lambda: None, partial(print, flush=True),
         )  # fmt: skip
 
     def active(self) -> int:
@@ -75,12 +85,12 @@ class PackedJob(PackedLaunch):
                 current[0] = i
                 waiter.run_dir = paths[i]
                 waiter.running_since = None  # the next combination starts its own clock
-                waiter.record = self.records[i]  # type: ignore[assignment]
+                waiter.record = self.records[i]
                 waiter.timeout_s = self.specs[i].timeout_s
-                print(f"# packed #{i + 1} of {len(paths)}: {self.labels[i]}", flush=True)
+                waiter.say(f"# packed #{i + 1} of {len(paths)}: {self.labels[i]}")
 
         waiter.on_poll = on_poll
-        print(f"# packed #1 of {len(paths)}: {self.labels[0]}", flush=True)
+        waiter.say(f"# packed #1 of {len(paths)}: {self.labels[0]}")
         while (state := waiter.step()) is None:
             time.sleep(self.s.poll_s)
         self.state, self.stopped_at = state, self.active()
@@ -114,5 +124,7 @@ class PackedJob(PackedLaunch):
         return out
 
 
-def submit_packed(s: SlurmSettings, specs: list[LaunchSpec], labels: list[str]) -> PackedJob:
-    return PackedJob(s, specs, labels)
+def submit_packed(
+    s: SlurmSettings, specs: list[LaunchSpec], labels: list[str], adopt: Callable[..., Any]
+) -> PackedJob:
+    return PackedJob(s, specs, labels, adopt)
