@@ -19,7 +19,8 @@ def test_reference_add_refuses_an_accepted_cpu_run(tmp_path: Path) -> None:
                    "run_id=cpu-1", "results_dir=runs", cwd=tmp_path)  # fmt: skip
     assert made.returncode == 0, made.stderr
     run = tmp_path / "runs" / "cpu-1"
-    checked = gpulane("accept", "run=runs/cpu-1", cwd=tmp_path)
+    # CPU ranks' rows are accepted knowingly (device=cpu), as the README says
+    checked = gpulane("accept", "device=cpu", "run=runs/cpu-1", cwd=tmp_path)
     assert checked.returncode == 0, checked.stdout + checked.stderr
     for extra in ([], ["--path", "PIX"]):
         out = gpulane("reference", "add", str(run), *extra, cwd=tmp_path)
