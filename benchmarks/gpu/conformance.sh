@@ -17,6 +17,8 @@
 #   advise 0        measure=true, 2+ GPUs only
 #   trace 0         `gpulane trace` of a torch.profiler trace recorded here
 #   export 0        OpenMetrics of the results
+#   gpu-tests 0     the tests that need a GPU (CI has none, so they skip there): the live
+#                   probe and copies through the real CUDA and NVML (pytest carried in .whl)
 #   busy 1          another process computing on GPU0: FAIL, its pid named
 #   pcie 1          another process copying over GPU0's host link: FAIL, cause named
 #   hold 2          another process holding most of GPU0's memory: `tokens` refuses and
@@ -118,6 +120,8 @@ fi
 run record-trace 20 60 "${PY_LOAD[@]}" benchmarks/gpu/record_trace.py "$OUT/serving-trace.json"
 check trace 0 15 60 "${G[@]}" trace "$OUT/serving-trace.json" --out "$OUT/trace-rows"
 check export 0 10 60 "${G[@]}" export "$RUNS" --format openmetrics
+check gpu-tests 0 40 180 "${PY_LOAD[@]}" -m pytest -q -p no:cacheprovider -rs tests/topology/test_live.py \
+  tests/transfers/test_gpu.py
 
 start_fault busy busy 0 300
 check busy 1 60 150 "${A[@]}" build=busy --baseline healthy

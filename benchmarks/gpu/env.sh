@@ -3,7 +3,10 @@
 # using it can take the host's shared GPUs out of service.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export PYTHONUNBUFFERED=1
-# gpulane from this checkout, and the carried wheels (hydra, omegaconf, submitit, nccl4py)
+# gpulane from this checkout, and the carried wheels: hydra-core, omegaconf, antlr4, submitit,
+# cloudpickle, ijson, nccl4py, and pytest with hypothesis for the tests that need a GPU
+# (pytest, pluggy, iniconfig, hypothesis, sortedcontainers, attrs: `pip download --no-deps
+# --python-version 3.12 --only-binary=:all: -d .whl ...`; the device reaches no registry)
 if [ -d .whl ] && [ ! -d /tmp/site/hydra ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
     --target /tmp/site .whl/*.whl
