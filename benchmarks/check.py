@@ -23,7 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks import forked_run
+from benchmarks import archive, forked_run
 from benchmarks.figures import (
     ROOT,
     Figure,
@@ -54,15 +54,17 @@ def untracked(paths: list[Path]) -> set[Path]:
     """The paths git does not track (empty when this is not a git work tree)."""
     if not paths:
         return set()
+    held = {p: archive.archive_of(p) for p in paths}  # a packed member: its zip is tracked
     try:
         proc = subprocess.run(
-            ["git", "ls-files", "-z", "--", *(str(p.relative_to(ROOT)) for p in paths)],
+            ["git", "ls-files", "-z", "--", *(str(p.relative_to(ROOT)) for p in set(held.values()))],
             cwd=ROOT, capture_output=True, text=True, check=True,
         )  # fmt: skip
     except (OSError, subprocess.CalledProcessError, ValueError):
         return set()
     tracked = {ROOT / p for p in proc.stdout.split("\0") if p}
-    return {p for p in paths if p.resolve() not in {t.resolve() for t in tracked}}
+    known = {t.resolve() for t in tracked}
+    return {p for p in paths if held[p].resolve() not in known}
 
 
 def check(paths: list[Path], verbose: bool) -> int:

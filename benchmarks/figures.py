@@ -36,6 +36,8 @@ heading above),
 for files not named above),
 ``text`` (one record, ``text``: the file), ``parquet`` (a ``rows.parquet``, default for
 ``.parquet``, one record per row as gpulane reads it). ``.gz`` files are read through gzip.
+A folder packed as ``<folder>.zip`` (``benchmarks/archive.py``) is read through its old
+paths: a ``file`` or ``output`` under it names the member, as it did the file.
 
 Expressions are Python over the records: in ``where`` each field is a name (and ``r`` is
 the record); in ``value``: ``rows`` (the records kept), ``one`` (the only one; an error
@@ -47,7 +49,6 @@ table or a regex are numbers.
 
 from __future__ import annotations
 
-import glob
 import gzip
 import json
 import math
@@ -62,7 +63,7 @@ from typing import Any
 
 import yaml
 
-from benchmarks import forked_run
+from benchmarks import archive, forked_run
 from gpulane.units import parse_size
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -199,17 +200,18 @@ def _sweep_table_records(text: str) -> list[Record]:
     return out
 
 
-def _nccl_tests_records(path: Path) -> list[Record]:
+def _nccl_tests_records(path: Path, name: Path) -> list[Record]:
     try:  # the nccl-tests reader's home after its split into a package
         from gpulane.collectives.nccl_tests.logs import rows_from_log
     except ImportError:
         from gpulane.collectives.nccl_tests_parse import rows_from_log
 
-    return [Record(r.to_dict()) for r in rows_from_log(_text(path), str(path))]
+    return [Record(r.to_dict()) for r in rows_from_log(_text(path), str(name))]
 
 
 def read_records(path: Path, spec: dict[str, Any]) -> list[Record]:
-    name = path.name.removesuffix(".gz")
+    name, shown_as = path.name.removesuffix(".gz"), path
+    path = archive.real(path)  # a member of a packed folder is read from its unpacked copy
     reader = spec.get("read") or (
         "regex" if "pattern" in spec else
         "rows" if name.endswith(".jsonl") else
@@ -225,7 +227,7 @@ def read_records(path: Path, spec: dict[str, Any]) -> list[Record]:
     if reader == "table":
         return _table_records(_text(path))
     if reader == "nccl-tests":
-        return _nccl_tests_records(path)
+        return _nccl_tests_records(path, shown_as)
     if reader == "sweep-table":
         return _sweep_table_records(_text(path))
     if reader == "text":
@@ -250,7 +252,7 @@ def resolve_files(base: Path, spec: dict[str, Any]) -> list[Path]:
     pats = spec["file"] if isinstance(spec["file"], list) else [spec["file"]]
     files: list[Path] = []
     for pat in pats:
-        found = sorted(Path(p) for p in glob.glob(str(base / pat), recursive=True))
+        found = archive.glob(base, str(pat))  # on disk, else inside a packed folder's zip
         if not found:
             raise FigureError(f"file {pat}: nothing there")
         files += found
@@ -390,16 +392,17 @@ def regenerate(fig: Figure) -> None:
     spec, base = fig.spec, fig.readme.parent
     out = base / str(spec["output"])
     fig.files = [out]
-    if not out.exists():
+    if not archive.real(out).exists():
         raise FigureError(f"output {spec['output']}: not there")
+    committed = _text(archive.real(out))
     argv = shlex.split(str(spec["run"]))
     if argv and argv[0] in ("python", "python3"):
         argv[0] = sys.executable
     proc = forked_run.run(argv, ROOT)
     if proc.returncode != int(spec.get("status", 0)):
         raise FigureError(f"run exited {proc.returncode}: {proc.stderr.strip()[-500:]}")
-    if proc.stdout != _text(out):
-        old, new = _text(out).splitlines(), proc.stdout.splitlines()
+    if proc.stdout != committed:
+        old, new = committed.splitlines(), proc.stdout.splitlines()
         diff = next(
             (f"line {i + 1}: committed {a!r}, now {b!r}" for i, (a, b) in enumerate(zip(old, new, strict=False))
              if a != b),

@@ -18,6 +18,8 @@ import tempfile
 from pathlib import Path
 from typing import TextIO
 
+from benchmarks import archive
+
 PRELOAD = (
     "pandas",
     "pyarrow",
@@ -49,6 +51,7 @@ def run(argv: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
         pid = os.fork()
         if pid == 0:  # the child: become the command, and never return
             code = 1
+            inherited = archive.unpacked_now()
             try:
                 os.dup2(out.fileno(), 1)
                 os.dup2(err.fileno(), 2)
@@ -61,6 +64,7 @@ def run(argv: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
             finally:
                 sys.stdout.flush()
                 sys.stderr.flush()
+                archive.cleanup(keep=inherited)  # what the command unpacked (no atexit here)
                 os._exit(code)
         status = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
         texts = []
