@@ -40,6 +40,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from benchmarks.archive import real  # noqa: E402  (a folder packed as <folder>.zip)
 from gpulane.inference.shapes import packaged_shape  # noqa: E402
 from gpulane.inference.sharding import rank_slices  # noqa: E402
 
@@ -204,6 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gbps", type=float, default=None, help="the roofline's rate, GB/s")
     ap.add_argument("--md", type=Path, default=None)
     args = ap.parse_args(argv)
+    args.dirs = [real(d) for d in args.dirs]
     if args.gbps is not None and not args.gbps > 0:
         print(
             f"decode_budget: error: --gbps: expected a rate > 0, got {args.gbps}", file=sys.stderr

@@ -19,14 +19,24 @@ from gpulane.inference.roofline import step_cost
 from gpulane.inference.shapes import dtype_bytes, shape_from_config
 from gpulane.record import read_rows
 
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:  # run as a script: benchmarks.* beside gpulane
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.archive import real  # noqa: E402  (a folder packed as <folder>.zip)
+
 CONF = Path(__file__).resolve().parents[2] / "gpulane" / "conf" / "model"
 
 
 def main() -> int:
-    with open(sys.argv[1], encoding="utf-8") as fh:
+    with open(real(Path(sys.argv[1])), encoding="utf-8") as fh:
         bw = json.load(fh)
     gbps = float(bw["copy_gbps_read_plus_write_median"])
-    rows = [r.to_dict() for r in read_rows(sys.argv[2]) if r.op == "decode" and r.status == "ok"]
+    rows = [
+        r.to_dict()
+        for r in read_rows(real(Path(sys.argv[2])))
+        if r.op == "decode" and r.status == "ok"
+    ]
     if not rows:
         print("no decode rows", file=sys.stderr)
         return 1

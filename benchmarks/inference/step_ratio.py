@@ -38,6 +38,12 @@ from gpulane.inference.shapes import dtype_bytes, shape_from_config
 from gpulane.planning.comm import MeasuredComm
 from gpulane.record import read_rows
 
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:  # run as a script: benchmarks.* beside gpulane
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.archive import real  # noqa: E402  (a folder packed as <folder>.zip)
+
 CONF = Path(__file__).resolve().parents[2] / "gpulane" / "conf" / "model"
 TARGET = {"decode": 1.2, "prefill": 1.3}
 
@@ -198,6 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--md", type=Path, default=None)
     ap.add_argument("--rows", type=Path, default=None)
     args = ap.parse_args(argv)
+    args.outdir = real(args.outdir)
     rates = json.loads((args.outdir / "copy_bw.json").read_text())
     bw = float(rates["copy_gbps_read_plus_write_median"])
     tflops = float(rates["matmul_bf16_tflops_median"])
