@@ -19,7 +19,7 @@ from gpulane.topology.build import Inputs, build
 from gpulane.topology.lspci import parse_lspci_tree, parse_lspci_verbose
 from gpulane.topology.model import Pair, Topology
 from gpulane.topology.nvlink import NvlinkGpu, parse_nvlink_status
-from gpulane.topology.nvml_probe import GpuUnread, NvmlProbe, _cpu_list
+from gpulane.topology.nvml_probe import GpuUnread, NvmlProbe, _cpu_list, mark_unread
 from gpulane.topology.nvml_probe import open_nvml as _open_nvml
 from gpulane.topology.p2p import MODES, parse_p2p
 from gpulane.topology.smi_query import SmiGpu, SmiQuery
@@ -61,7 +61,7 @@ def _nvml_matrix(probe: NvmlProbe, sysfs: dict[str, SysfsDevice]) -> TopoMatrix:
                     labels[(names[a], names[b])] = lab
     numa = {}
     for i, n in enumerate(names):
-        dev = sysfs.get(probe.bus_ids[i])
+        dev = sysfs.get(probe.bus_ids[i] or "")
         numa[n] = str(dev.numa) if dev is not None and dev.numa is not None else None
     return TopoMatrix(
         source="NVML",
@@ -123,6 +123,7 @@ def probe_topology(under_load: bool = False, sys_root: str = "/sys") -> Topology
             )
         _read_sysfs(inp, probe, sysfs, sys_root)
         topo = build(inp)
+        mark_unread(topo, probe)  # one GPU NVML cannot open: named, the others kept
         _judge_links(topo, probe, under_load, why)
         return topo
     finally:
@@ -171,8 +172,8 @@ def _read_nvml(
         )
         return sysfs
     inp.sources["gpus"] = "NVML"
-    for i in range(probe.count):
-        dev = read_device(probe.bus_ids[i], sys_root)
+    for bus in probe.bus_ids:
+        dev = read_device(bus, sys_root) if bus is not None else None
         if dev is not None:
             sysfs[dev.bus_id] = dev
     nvml_matrix = _nvml_matrix(probe, sysfs)
@@ -193,8 +194,9 @@ def _read_nvml(
         driver=None,
         cuda=None,
         gpus=[
-            SmiGpu(index=i, bus_id=probe.bus_ids[i], model=probe.name(i), pcie=probe.pcie(i))
-            for i in range(probe.count)
+            SmiGpu(index=i, bus_id=bus, model=probe.name(i), pcie=probe.pcie(i))
+            for i, bus in enumerate(probe.bus_ids)
+            if bus is not None
         ],
     )
     _nvml_nvlinks(inp, probe)
@@ -255,7 +257,7 @@ def _read_sysfs(
         return
     inp.sources["sysfs"] = f"{sys_root}/bus/pci/devices"
     sysfs_all = dict(sysfs)
-    for b in list(probe.bus_ids) if probe is not None else []:
+    for b in [b for b in probe.bus_ids if b] if probe is not None else []:
         dev = sysfs_all.get(b) or read_device(b, sys_root)
         if dev is None:
             continue

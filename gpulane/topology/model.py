@@ -128,6 +128,7 @@ class Gpu:
     # Links between the GPU and its root port, nearest first (the GPU's own link is pcie).
     upstream: list[PcieLink] = field(default_factory=list)
     nvlink_gbps: dict[int, float | None] = field(default_factory=dict)  # link -> GB/s
+    unreadable: str | None = None  # why NVML counts this GPU but could not open it
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -144,6 +145,8 @@ class Gpu:
                 for link in self.upstream
             ],
             "nvlinks": {str(k): v for k, v in sorted(self.nvlink_gbps.items())} or None,
+            # Only on such a GPU, so that every other topology file reads as before.
+            **({"unreadable": self.unreadable} if self.unreadable else {}),
         }
 
     @classmethod
@@ -179,6 +182,7 @@ class Gpu:
                 if (up := PcieLink.from_json(raw, f"{where}.pcie_upstream[{i}]")) is not None
             ],
             nvlink_gbps=speeds,
+            unreadable=_str(d.get("unreadable"), f"{where}.unreadable"),
         )
 
 

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gpulane.topology import paths
-from gpulane.topology.model import PcieLink, normalize_bus_id
+from gpulane.topology.model import Gpu, PcieLink, Topology, normalize_bus_id
 
 
 def _bus_id(pci: Any) -> str:
@@ -38,17 +38,24 @@ def _cpu_list(masks: Any) -> str | None:
 
 
 class GpuUnread(Exception):
-    """NVML counted a GPU it then could not open (GPU is lost, no permission)."""
+    """NVML counted GPUs it then could not open, not one of them (GPU is lost, no
+    permission)."""
 
     SAYS = "could not be read"
 
-    def __init__(self, index: int, error: Exception) -> None:
+    def __init__(self, index: int, error: Exception | str) -> None:
         super().__init__(f"GPU{index} {self.SAYS} ({error})")
         self.index = index
 
 
 class NvmlProbe:
-    """What NVML says about the GPUs: ids, links, NVLinks and pair labels."""
+    """What NVML says about the GPUs: ids, links, NVLinks and pair labels.
+
+    A GPU that NVML counts but cannot open (its handle or PCI info fails: fallen off the
+    bus, no permission on its device node) is kept in ``unread`` with NVML's error, and
+    its handle and bus id are None; every reading of it is None, so that the other GPUs'
+    facts stay and nothing is said of it that was not read. Only when no GPU opens does
+    the probe fail (:class:`GpuUnread`)."""
 
     def __init__(self) -> None:
         import pynvml
@@ -57,16 +64,29 @@ class NvmlProbe:
         pynvml.nvmlInit()
         self.count = pynvml.nvmlDeviceGetCount()
         self.handles: list[Any] = []
-        self.bus_ids: list[str] = []
+        self.bus_ids: list[str | None] = []
+        self.unread: dict[int, str] = {}  # NVML index -> NVML's error, in its words
         for i in range(self.count):
+            h: Any = None
+            bus: str | None = None
             try:
                 h = pynvml.nvmlDeviceGetHandleByIndex(i)
-                self.bus_ids.append(_bus_id(pynvml.nvmlDeviceGetPciInfo(h)))
-            except pynvml.NVMLError as err:  # say which GPU, not only that NVML failed
-                self.close()
-                raise GpuUnread(i, err) from err
+                bus = _bus_id(pynvml.nvmlDeviceGetPciInfo(h))
+            except pynvml.NVMLError as err:  # this GPU, not NVML: the others still answer
+                self.unread[i] = str(err) or type(err).__name__
+                h = None
             self.handles.append(h)
+            self.bus_ids.append(bus)
+        if self.count and len(self.unread) == self.count:
+            first = min(self.unread)
+            self.close()
+            raise GpuUnread(first, self.unread[first])
         self._remote: list[dict[str, int]] | None = None
+
+    @property
+    def readable(self) -> list[int]:
+        """The NVML indices of the GPUs that opened."""
+        return [i for i in range(self.count) if i not in self.unread]
 
     def mig_on(self, i: int) -> bool | None:
         """MIG mode of GPU i now (None: a GPU or binding without MIG)."""
@@ -79,6 +99,8 @@ class NvmlProbe:
             self.nv.nvmlShutdown()
 
     def _try(self, fn: Callable[..., Any], *args: Any) -> Any:
+        if args and args[0] is None:  # a GPU that did not open: nothing to read
+            return None
         try:
             return fn(*args)
         except self.nv.NVMLError:
@@ -122,6 +144,8 @@ class NvmlProbe:
         """Link -> GB/s per direction for active links, None for inactive ones."""
         nv, h = self.nv, self.handles[i]
         out: dict[int, float | None] = {}
+        if h is None:
+            return out
         rate = None
         field_id = getattr(nv, "NVML_FI_DEV_NVLINK_SPEED_MBPS_COMMON", None)
         if field_id is not None:
@@ -145,7 +169,7 @@ class NvmlProbe:
         out: list[dict[str, int]] = []
         for h in self.handles:
             counts: dict[str, int] = {}
-            for link in range(nv.NVML_NVLINK_MAX_LINKS):
+            for link in range(nv.NVML_NVLINK_MAX_LINKS if h is not None else 0):
                 try:
                     if nv.nvmlDeviceGetNvLinkState(h, link) != nv.NVML_FEATURE_ENABLED:
                         continue
@@ -157,22 +181,82 @@ class NvmlProbe:
         self._remote = out
         return out
 
+    def switch_links(self, i: int) -> int | None:
+        """GPU i's active NVLinks that land on something that is not a GPU (NVSwitches);
+        None when that cannot be told."""
+        gpus = {bus for bus in self.bus_ids if bus is not None}
+        other = sum(n for r, n in self.remote_links()[i].items() if r not in gpus)
+        if not other or not self.unread:
+            return other
+        # A GPU that did not open has no bus id here, so a link to it looks like one to a
+        # switch: only NVML's word for the far end's type tells them apart.
+        nv, h = self.nv, self.handles[i]
+        kind = getattr(nv, "nvmlDeviceGetNvLinkRemoteDeviceType", None)
+        switch = getattr(nv, "NVML_NVLINK_DEVICE_TYPE_SWITCH", 2)
+        count = 0
+        for link in range(nv.NVML_NVLINK_MAX_LINKS):
+            try:
+                if nv.nvmlDeviceGetNvLinkState(h, link) != nv.NVML_FEATURE_ENABLED:
+                    continue
+            except nv.NVMLError:
+                continue
+            try:
+                far = kind(h, link) if kind is not None else None
+            except nv.NVMLError:
+                far = None
+            if far is None:
+                return None
+            count += far == switch
+        return count
+
     def label(self, a: int, b: int) -> str | None:
-        """The label nvidia-smi prints for GPUs a and b."""
+        """The label nvidia-smi prints for GPUs a and b (None: unknown, as for a GPU that
+        did not open)."""
+        bus_b = self.bus_ids[b]
+        if bus_b is None or self.handles[a] is None:
+            return None
         remote = self.remote_links()
-        direct = remote[a].get(self.bus_ids[b], 0)
+        direct = remote[a].get(bus_b, 0)
         if direct:
             return f"NV{direct}"
-        gpus = set(self.bus_ids)
-        # Through NVSwitches: links that land on something that is not a GPU.
-        sw_a = sum(n for r, n in remote[a].items() if r not in gpus)
-        sw_b = sum(n for r, n in remote[b].items() if r not in gpus)
+        sw_a, sw_b = self.switch_links(a), self.switch_links(b)
+        if sw_a is None or sw_b is None:
+            return None
         if sw_a and sw_b:
             return f"NV{min(sw_a, sw_b)}"
         level = self._try(
             self.nv.nvmlDeviceGetTopologyCommonAncestor, self.handles[a], self.handles[b]
         )
         return paths.label_from_nvml_level(level) if level is not None else None
+
+
+UNREAD_WORDS = (
+    "its bus id, model, PCIe link, NVLinks and pair labels are unknown (checks of them "
+    "SKIP); a GPU NVML cannot open has usually fallen off the bus (Xid 79) or is not "
+    "permitted to this user"
+)
+
+
+def mark_unread(topo: Topology, probe: NvmlProbe | None) -> None:
+    """Name in ``topo`` each GPU NVML counts but could not open, with NVML's error: on the
+    GPU itself (``unreadable``; added when no other source listed it) and in the warnings,
+    so that nothing reads its missing facts as fine."""
+    if probe is None or not probe.unread:
+        return
+    # build() counts NVML's GPUs as "nvidia-smi -q"'s against the matrix: here the ones
+    # missing are the unread ones, not another machine's capture.
+    topo.warnings = [w for w in topo.warnings if not w.startswith("nvidia-smi -q lists ")]
+    by_index = {g.index: g for g in topo.gpus}
+    for i, why in sorted(probe.unread.items()):
+        gpu = by_index.get(i)
+        if gpu is None:
+            gpu = Gpu(name=f"GPU{i}", index=i)
+            topo.gpus.append(gpu)
+        gpu.unreadable = f"NVML: {why}"
+        gpu.model = gpu.model or None  # not "" from a GPU's empty NVLink listing
+        topo.warnings.insert(0, f"{gpu.name}: NVML could not read it ({why}): {UNREAD_WORDS}")
+        topo.missing.append(f"NVML: GPU{i} {GpuUnread.SAYS} ({why}); only the other GPUs read")
+    topo.gpus.sort(key=lambda g: g.index)
 
 
 def open_nvml() -> tuple[NvmlProbe | None, str | None]:

@@ -103,12 +103,23 @@ def _links(ev: Evidence) -> list[tuple[str, PcieLink]]:
     return out
 
 
+def _unread(name: str, why: str) -> Finding:
+    """A GPU whose link was not read: said, so that "ok" never covers it."""
+    return Finding(
+        "warning", "pcie_link", f"{name}: PCIe link not checked", f"{name}: {why}",
+        "NVML counts this GPU but could not open it, so its link was not read",
+        "see the GPU's own finding (fallen off the bus or not permitted), then run again",
+        name,
+    )  # fmt: skip
+
+
 def check_links(ev: Evidence) -> list[Finding]:
     links = _links(ev)
+    unread = [g for g in ev.topology.gpus if g.unreadable] if ev.topology else []
     if not links:
         raise NotRun("no PCIe link speeds in the topology (needs NVML, nvidia-smi -q or lspci)")
     under_load = bool(ev.topology and "under_load" in ev.topology.sources)
-    out = []
+    out = [_unread(g.name, g.unreadable or "") for g in unread if g.pcie is None]
     for name, link in links:
         if link.width and link.width_max and link.width < link.width_max:
             out.append(

@@ -41,6 +41,7 @@ def check_pcie_link(rule_id: str, rule: Mapping[str, Any], ctx: Context) -> list
     topo = _topology(ctx)
     out: list[Check] = []
     devices: list[tuple[str, PcieLink | None]] = []
+    unread = {g.name: g.unreadable for g in topo.gpus if g.unreadable}
     for g in topo.gpus:
         devices.append((g.name, g.pcie))
         if rule.get("include_upstream", True):
@@ -48,7 +49,9 @@ def check_pcie_link(rule_id: str, rule: Mapping[str, Any], ctx: Context) -> list
                 devices.append((f"{g.name} upstream {up.bus_id or up.device or ''}".strip(), up))
     for name, link in devices:
         if link is None:
-            out.append(Check(rule_id, SKIP, "topology", name, "PCIe link unknown"))
+            why = unread.get(name)  # a GPU NVML could not open: not read, so not judged
+            said = f"PCIe link not read ({why})" if why else "PCIe link unknown"
+            out.append(Check(rule_id, SKIP, "topology", name, said))
             continue
         known = (link.gen is not None and link.gen_max is not None) or (
             link.width is not None and link.width_max is not None
