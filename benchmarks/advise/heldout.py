@@ -41,6 +41,11 @@ from gpulane.record import Row, read_rows, row_of
 from gpulane.topology.model import Topology
 
 ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:  # run as a script: benchmarks.* beside gpulane
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.archive import real  # noqa: E402  (a folder packed as <folder>.zip)
+
 TOPOLOGY = ROOT / "benchmarks/topology/results-h200x2/gpulane-topo.json"
 TARGET = 0.15
 SPLITS = ((2, 1), (1, 2))
@@ -108,6 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--hbm-gbps", type=float, default=4000.0)
     ap.add_argument("--tflops", type=float, default=700.0)
     args = ap.parse_args(argv)
+    args.dirs = [real(d) for d in args.dirs]
 
     gpu = GpuSpec("H200", args.hbm_gbps, args.tflops, 140.4)
     topo = Topology.from_json(json.loads(args.topology.read_text()))

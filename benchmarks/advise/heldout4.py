@@ -45,6 +45,7 @@ if str(ROOT) not in sys.path:  # run as a script: benchmarks.* beside gpulane
     sys.path.insert(0, str(ROOT))
 
 from benchmarks.advise.heldout import err, pct, rows_under, run_dirs  # noqa: E402
+from benchmarks.archive import real  # noqa: E402  (a folder packed as <folder>.zip)
 from benchmarks.inference.step_ratio import from_tokens  # noqa: E402
 from gpulane.inference.shapes import packaged_shape  # noqa: E402
 from gpulane.planning.comm import MeasuredComm  # noqa: E402
@@ -344,7 +345,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dense", default="qwen2.5-72b", help="the 70B-class model of runs/")
     ap.add_argument("--gpus", type=int, default=4, help="the GPUs advised on (4, or 2)")
     args = ap.parse_args(argv)
-    out: Path = args.outdir
+    out: Path = real(args.outdir)
     if not run_dirs(out / "runs") or not run_dirs(out / "advise"):
         print(f"{out}: no advise/ rows or no runs/ rows (run_gpu4.sh did not get that far)",
               file=sys.stderr)  # fmt: skip
@@ -365,6 +366,8 @@ def main(argv: list[str] | None = None) -> int:
             + (f" ({'; '.join(gaps)})" if gaps else "")
         )
     doc = "\n".join([*text, "", summary, "", *ratio_lines, *profile_table(out)])
+    # a packed OUTDIR was read from its unpacked copy: name its files as the user did
+    doc = doc.replace(str(out), str(args.outdir))
     print(doc)
     if args.md:
         args.md.write_text(doc + "\n")
