@@ -17,6 +17,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:  # run as a script: benchmarks.* beside gpulane
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.archive import real  # noqa: E402  (a folder packed as <folder>.zip)
+
 # step -> (expected exit, the GPUs localization must name)
 EXPECTED: dict[str, tuple[int, set[str]]] = {
     "healthy": (0, set()),
@@ -73,4 +79,4 @@ def main(out: Path) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(Path(sys.argv[1])))
+    sys.exit(main(real(Path(sys.argv[1]))))
