@@ -17,6 +17,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:  # run as a script: benchmarks.* beside gpulane
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.archive import real  # noqa: E402  (a folder packed as <folder>.zip)
+
 
 def rows(folder: Path) -> list[dict[str, Any]]:
     """The rows of each run directory in ``folder``: rows.jsonl, else rows.parquet (the
@@ -102,4 +108,4 @@ def main(runs: Path) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(Path(sys.argv[1])))
+    sys.exit(main(real(Path(sys.argv[1]))))
