@@ -12,6 +12,7 @@ from gpulane import __version__
 from gpulane.collectives.backends.base import Backend
 from gpulane.collectives.harness import measure, summarize
 from gpulane.collectives.plan import SweepPlan, point_label
+from gpulane.collectives.ranging import range_sweep, wants_ranging
 from gpulane.collectives.spec import Point
 from gpulane.config.capabilities import backend_of
 from gpulane.config.commands import SweepConfig
@@ -240,6 +241,8 @@ def _sweep(
     )
     backend.reserve(points)
     preflight(backend, cfg, points)
+    if wants_ranging(cfg):  # no rows: the forecast's first look at the large sizes
+        range_sweep(backend, plan, ctx, lambda p: allowance_s(p, plan, backend))
     writer = own_rows_writer(ctx.run_dir) if ctx.is_leader else None
     # Other processes on this run's GPUs (pre-flight read them): on every row.
     busy = foreign_on_gpus(ctx.run_dir) if writer is not None else None

@@ -4,16 +4,21 @@ the points measured so far.
 - :func:`sweep_estimate_s`: every point's calls at a bandwidth the path reaches at best. A
   floor, not a forecast ("at least 0:05:46"), told before the ranks start.
 - :class:`SweepForecast`: the live ETA. Before any point is measured it is the a-priori
-  model and says so ("rough"). Then each table line's wall time (every placement, the
+  model and says so ("rough"). Then a line's time (its wall time: every placement, the
   warm-up, checked and timed calls, the check itself; the first line timed from rank 0's
-  heartbeat, not from the ranks' start-up) is fitted per collective: the latency ``a``
-  from its smallest lines, and the growth of the time above it over its largest lines
-  done (a time per byte, or less: on a loaded host, time grows slower than the bytes),
-  extrapolated to the sizes still to come; a collective not started yet is the a-priori
-  model scaled by what the others took against theirs, and a point running past its
-  forecast stretches the rest as much. The band (``±30 %``) is how far the fit is from
-  the last lines done, widened by the share of the time left on sizes far above the
-  largest one measured.
+  heartbeat, not from the ranks' start-up) comes, per collective, from the times known
+  at the sizes around it, interpolated in log-log: the lines done, and the ranging shot
+  (``collectives/ranging``: one call per collective at the largest size and two below it,
+  made before the first point, as a line's worth of calls). A ranging call's time is
+  scaled to a line's as lines at ranging sizes turn out against their shots. Without a
+  ranging shot (progress=false, a short sweep), sizes above the largest done are
+  extrapolated from the lines done: the latency ``a`` from the smallest lines and the
+  growth of the time above it over the largest ones. A collective with nothing known is
+  the a-priori model scaled by what the others took against theirs; a point running past
+  its forecast stretches the rest as much.
+- The band (``±30 %``): how far the forecast missed each of the last lines done before
+  it was done (from the times known without it), plus the share of the time left that
+  rests on a single ranging call, and that resting on sizes far above anything known.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from gpulane.collectives.ranging import ranging_path, read_ranging
 from gpulane.rundir import read_heartbeats
 
 # Best rates per device kind (GB/s) and a call's latency floor (s). CPU: gloo
@@ -44,6 +50,9 @@ RECENT = 5  # lines whose misses make the band
 # Added to the band at full weight when all the time left is on sizes over 4x the largest
 # measured: a line's time there rests on a rate seen only at smaller sizes.
 UNSEEN_BAND = 0.25
+# Added at full weight when all the time left rests on ranging calls: one call against a
+# line's mean of many, on a host whose other jobs come and go.
+SHOT_BAND = 0.15
 
 
 def _calls(plan: Any) -> int:
@@ -71,12 +80,22 @@ def plan_lines(plan: Any) -> list[tuple[str, int]]:
     return [(op, int(size)) for op in plan.collectives for _ in plan.dtypes for size in plan.sizes]
 
 
+def _loglog(size: int, s0: int, t0: float, s1: int, t1: float) -> float:
+    """The time at ``size`` on the straight line through (s0, t0), (s1, t1) in log-log."""
+    if s0 == s1 or min(s0, s1, size) <= 0 or min(t0, t1) <= 0:
+        return t0 if size <= s0 else t1
+    share = (math.log(size) - math.log(s0)) / (math.log(s1) - math.log(s0))
+    return math.exp(math.log(t0) + share * (math.log(t1) - math.log(t0)))
+
+
 class SweepForecast:
     """The time left of a sweep, from the lines done so far (see the module's text).
 
     ``lines``: (collective, size) per table line, in order; ``prior_a``/``prior_b``: the
-    a-priori seconds of a line as ``a + b * size``. The session tells it how many lines are
-    done (:meth:`observe`, with the time); it answers :meth:`eta` and :meth:`now_doing`."""
+    a-priori seconds of a line as ``a + b * size``; ``calls_per_placement``: the calls one
+    line makes in each placement, which turns a ranging call's seconds into a line's (None:
+    the ranging shot is not used). The session tells it how many lines are done
+    (:meth:`observe`, with the time); it answers :meth:`eta` and :meth:`now_doing`."""
 
     def __init__(
         self,
@@ -84,17 +103,23 @@ class SweepForecast:
         prior_a: float,
         prior_b: float,
         run_dir: Path | None = None,
+        calls_per_placement: int | None = None,
     ) -> None:
         self.lines = lines
         # where rank 0's heartbeat says when the first point began (the ranks' start-up
-        # is then not counted as the first line's time)
+        # is then not counted as the first line's time), and its ranging shot
         self.run_dir = run_dir
         self.first_start: float | None = None
         self.prior_a = prior_a
         self.prior_b = prior_b
+        self.calls_per_placement = calls_per_placement
         self.done = 0
         self.last_end: float | None = None  # when the latest line was seen done
         self.took: dict[int, float] = {}  # line -> seconds (the first line: start-up too)
+        # (op, size) -> a ranging call's seconds x the calls of a line (its placements')
+        self.ranged: dict[tuple[str, int], float] = {}
+        self._ranging_bytes = -1
+        self._cache: dict[tuple[str, int, bool], float] = {}
 
     @classmethod
     def for_plan(
@@ -103,20 +128,40 @@ class SweepForecast:
         kind = "cuda" if device == "cuda" else "cpu"
         per_line = _calls(plan) * len(plan.placements) * _turns(kind, ranks, cores)
         a, b = per_line * LATENCY_S[kind], per_line / (FORECAST_GBPS[kind] * 1e9)
-        return cls(plan_lines(plan), a, b, run_dir)
+        return cls(plan_lines(plan), a, b, run_dir, _calls(plan))
 
     def _first_point_started(self, now: float) -> float | None:
         """When rank 0 began the first point (its heartbeat), on this clock."""
         if self.first_start is None and self.run_dir is not None:
             beat = read_heartbeats(self.run_dir).get(0)
-            if beat is not None and beat.index == 0:  # later points: too late to tell
+            # index 0 is the ranging shot too (collectives/ranging), told by its label;
+            # later points: too late to tell
+            if beat is not None and beat.index == 0 and not beat.label.startswith("ranging"):
                 self.first_start = now - max(time.time() - beat.at, 0.0)
         return self.first_start
+
+    def _read_ranging(self) -> None:
+        """Rank 0's ranging calls, read again whenever the file grew."""
+        if self.run_dir is None or self.calls_per_placement is None:
+            return
+        path = ranging_path(self.run_dir)
+        try:
+            size = path.stat().st_size
+        except OSError:
+            return
+        if size != self._ranging_bytes:
+            self._ranging_bytes = size
+            calls = self.calls_per_placement
+            self.ranged = {
+                k: s * calls * places for k, (s, places) in read_ranging(self.run_dir).items()
+            }
+            self._cache.clear()
 
     # -- what happened ----------------------------------------------------------------
     def observe(self, done: int, now: float) -> None:
         """``done`` lines are complete at ``now`` (monotonic seconds)."""
         done = min(done, len(self.lines))
+        self._read_ranging()
         if self.done == 0:
             start = self._first_point_started(now)
             if start is not None:
@@ -133,28 +178,63 @@ class SweepForecast:
             whole = sum(guess.values()) or 1.0
             spent = now - self.last_end
             for i in fresh:
-                took = spent * guess[i] / whole
-                self.took[i] = took
+                self.took[i] = spent * guess[i] / whole
+            self._cache.clear()
         self.done, self.last_end = done, now
 
     # -- the model --------------------------------------------------------------------
+    def _measured(self, op: str, without: int | None = None) -> list[tuple[int, float]]:
+        """``op``'s lines done as (size, median seconds) by size, ascending; only sizes
+        but size ``without`` when given (to tell how well the others foretell it)."""
+        by: dict[int, list[float]] = {}
+        for i, t in self.took.items():
+            o, size = self.lines[i]
+            if o == op and size != without:
+                by.setdefault(size, []).append(t)
+        return [(size, statistics.median(ts)) for size, ts in sorted(by.items())]
+
+    def _shot_scale(self, op: str, without: int | None = None) -> float:
+        """A line's seconds per its ranging calls' (a call's seconds x the line's calls), from the lines
+        done at ranging sizes (``op``'s own, else any collective's); 1 before any: the
+        line's calls at the shot's pace, its fills and checks not counted."""
+        ratios: dict[str, list[float]] = {}
+        for i, t in self.took.items():
+            o, size = self.lines[i]
+            shot = self.ranged.get((o, size))
+            if shot and not (o == op and size == without):
+                ratios.setdefault(o, []).append(t / shot)
+        own = ratios.get(op) or [r for rs in ratios.values() for r in rs]
+        return statistics.median(own) if own else 1.0
+
+    def _anchors(self, op: str, without: int | None = None) -> list[tuple[int, float, bool]]:
+        """(size, line seconds, from a ranging call) known for ``op``: its lines done, and
+        its ranging calls above the largest of them (a line measured supersedes a call)."""
+        measured = self._measured(op, without)
+        top = measured[-1][0] if measured else 0
+        scale = self._shot_scale(op, without)
+        shots = [
+            (size, s * scale, True)
+            for (o, size), s in self.ranged.items()
+            if o == op and size > top and s > 0 and scale > 0
+        ]
+        return [(size, t, False) for size, t in measured] + sorted(shots)
+
     def _fit(self, op: str) -> tuple[float, float, int, float] | None:
-        """``op``'s fit from its lines done: (a, c, size0, k) for ``a + c * (size /
-        size0) ** k`` beyond the largest size done; None before any line.
+        """``op``'s extrapolation from its lines done: (a, c, size0, k)
+        for ``a + c * (size / size0) ** k`` beyond the largest size done; None before any.
 
         ``a``: the line time at its smallest sizes (the calls' latency). ``k``: how the
         size term (the time above ``a``) grows over the largest sizes done, from their
         log-log slope, between 0 and 1 (1: a time per byte, as a path's bandwidth gives;
         less where a loaded host's scheduling, not the bytes, sets the time). Before the
-        size term shows above ``a``: the a-priori bandwidth, scaled as the lines done ran
-        against the a-priori model."""
-        own = sorted((self.lines[i][1], t) for i, t in self.took.items() if self.lines[i][0] == op)
+        size term shows above ``a``: the a-priori bandwidth."""
+        own = self._measured(op)
         if not own:
             return None
         small = [t for _, t in own[:3]]
         a = min(statistics.median(small), min(small) * 1.5)
         big = [(size, t - a) for size, t in own[-3:] if size > 0 and t - a > SIZE_TERM_ABOVE * a]
-        if len(big) < 2 or big[0][0] == big[-1][0]:
+        if len(big) < 2:
             # no size term yet: the latency measured, and the a-priori bandwidth (a
             # latency's ratio to its model says nothing of the bandwidth's)
             size0 = max(own[-1][0], 1)
@@ -170,6 +250,12 @@ class SweepForecast:
         c = math.exp(my + k * (math.log(size0) - mx))  # the fit's size term at size0
         return a, c, size0, k
 
+    def _latency(self) -> float | None:
+        """The smallest lines' time of any collective done (a latency is alike across)."""
+        fits = [self._fit(op) for op in {op for op, _ in self.lines}]
+        known = [f[0] for f in fits if f is not None]
+        return min(known) if known else None
+
     def _scale(self) -> float:
         """What the lines done took against the a-priori model (1 before any)."""
         if not self.took:
@@ -180,31 +266,62 @@ class SweepForecast:
     def _prior(self, i: int) -> float:
         return self.prior_a + self.prior_b * self.lines[i][1]
 
+    def predict(self, op: str, size: int, without: bool = False) -> float:
+        """Seconds of a line of ``op`` at ``size`` from what is known (only lines under
+        ``below`` when given), not from a line of that size itself."""
+        key = (op, size, without)
+        if key not in self._cache:
+            self._cache[key] = self._predict(op, size, size if without else None)
+        return self._cache[key]
+
+    def _predict(self, op: str, size: int, without: int | None) -> float:
+        anchors = self._anchors(op, without)
+        lower = [x for x in anchors if x[0] <= size]
+        upper = [x for x in anchors if x[0] >= size]
+        if lower and upper:
+            (s0, t0, _), (s1, t1, _) = lower[-1], upper[0]
+            return _loglog(size, s0, t0, s1, t1)
+        if lower:  # above all that is known: extrapolated from the lines done
+            fit = self._fit(op)  # as it stands: its slope needs the largest lines
+            if fit is None or lower[-1][2]:  # a ranging call on top: a time per byte on
+                s0, t0, _ = lower[-1]
+                return t0 * size / max(s0, 1)
+            a, c, size0, k = fit
+            return a + c * (size / size0) ** k
+        prior = self._prior_s(size)
+        if upper:  # under the smallest size known: from the latency to the ranging call
+            s1, t1, _ = upper[0]
+            a = self._latency()
+            smallest = min(s for o, s in self.lines if o == op)
+            if a is None or smallest >= s1:
+                return min(prior, t1)
+            return _loglog(size, smallest, min(a, t1), s1, t1)
+        return prior
+
+    def _prior_s(self, size: int) -> float:
+        return (self.prior_a + self.prior_b * size) * self._scale()
+
     def line_s(self, i: int) -> float:
-        """Seconds line ``i`` takes, as the forecast stands."""
+        """Seconds line ``i`` takes, as the forecast stands (its own time where done)."""
         op, size = self.lines[i]
-        fit = self._fit(op)
-        if fit is None:
-            return self._prior(i) * self._scale()
-        a, c, size0, k = fit
-        if size <= size0:  # a size done already (another dtype) or below the fit's sizes
-            same = [t for j, t in self.took.items() if self.lines[j] == (op, size)]
-            if same:
-                return statistics.median(same)
-            return a + c * (size / size0) if size0 > 0 else a
-        return a + c * (size / size0) ** k
+        if i in self.took:
+            return self.took[i]
+        same = [t for j, t in self.took.items() if self.lines[j] == (op, size)]
+        if same:  # a size done already (another dtype)
+            return statistics.median(same)
+        return self.predict(op, size)
 
-    def _model_s(self, i: int) -> float:
-        """Line ``i`` as the fit has it (not its own time, where it was measured)."""
-        op, size = self.lines[i]
-        fit = self._fit(op)
-        if fit is None:
-            return self._prior(i) * self._scale()
-        a, c, size0, k = fit
-        return a + c * (size / size0) ** k if size0 > 0 else a
+    def _rests_on_shot(self, op: str, size: int) -> bool:
+        """Whether line (op, size)'s forecast rests on a ranging call (it lies above the
+        largest line of ``op`` done, and a ranging call of ``op`` is known)."""
+        measured = self._measured(op)
+        top = measured[-1][0] if measured else 0
+        return size > top and any(o == op and s > top for o, s in self.ranged)
 
-    def _measured_to(self, op: str) -> int:
-        return max((self.lines[i][1] for i in self.took if self.lines[i][0] == op), default=0)
+    def _known_to(self, op: str) -> int:
+        """The largest size of ``op`` with a line done or a ranging call."""
+        sizes = [s for s, _ in self._measured(op)] + [s for o, s in self.ranged if o == op]
+        return max(sizes, default=0)
 
     # -- what it says ----------------------------------------------------------------
     def left_s(self, now: float) -> float:
@@ -226,20 +343,27 @@ class SweepForecast:
         """The relative band of :meth:`left_s`; None while it is the a-priori model."""
         if not self.took:
             return None
-        # how far the fit as it stands is from the last lines done (their own times)
+        # how far the forecast missed each of the last lines done, told from what was
+        # known before it (the lines under its size, the ranging calls)
         recent = sorted(self.took)[-RECENT:]
-        pairs = [(self._model_s(i), self.took[i]) for i in recent]
+        pairs = [(self.predict(*self.lines[i], without=True), self.took[i]) for i in recent]
         weight = sum(p for p, _ in pairs)
         missed = sum(abs(t - p) for p, t in pairs) / weight if weight > 0 else 0.5
-        # the share of the time left that rests on a bandwidth no point has shown yet
+        # the shares of the time left that rest on one ranging call, or on no time seen
+        # at a size within 4x
         rest = range(self.done, len(self.lines))
-        total = sum(self.line_s(i) for i in rest) or 1.0
-        unseen = sum(
-            self.line_s(i)
-            for i in rest
-            if self.lines[i][1] > 4 * max(self._measured_to(self.lines[i][0]), 1)
+        times = {i: self.line_s(i) for i in rest}
+        total = sum(times.values()) or 1.0
+        unseen = shot = 0.0
+        for i, t in times.items():
+            op, size = self.lines[i]
+            if size > 4 * max(self._known_to(op), 1):
+                unseen += t
+            elif self._rests_on_shot(op, size):
+                shot += t
+        return min(
+            max(missed + (UNSEEN_BAND * unseen + SHOT_BAND * shot) / total, BAND_MIN), BAND_MAX
         )
-        return min(max(missed + UNSEEN_BAND * unseen / total, BAND_MIN), BAND_MAX)
 
     def eta(self, now: float) -> str:
         """ "ETA 0:04:10 ±30 %", or "ETA 0:04:10 (rough)" before a point is measured."""

@@ -1,0 +1,128 @@
+"""The ranging shot: before a sweep's first point, each collective makes one timed call at
+a few of the sweep's largest sizes, so that the live ETA (``session/estimate``) knows how
+the large sizes go before the small ones are done.
+
+A doubling sweep spends most of its time on its last few sizes, and the first points
+cannot tell how those go: on a loaded 2-core host a gloo line's time jumped tenfold
+between 128 KiB and 256 KiB and then grew as about size^0.3 (benchmarks/cli/README.md).
+One call at the largest size, and one halfway and three quarters up the range of sizes
+(in log), cost a few per cent of the sweep: the largest line alone makes warm-up + iters
++ check calls per placement, 52 by default.
+
+The ranging calls are no rows and no measurement: their buffers are the sweep's own and
+their results are dropped; for the points after them they act as extra warm-up at most.
+Rank 0 writes each call's seconds to ``.heartbeat/ranging`` (JSON Lines, read by the
+forecast) and a note for the log (``# ranging: all_reduce 8 MiB 12.3 ms a call``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from gpulane.collectives.backends.base import Backend
+from gpulane.collectives.pattern import fill_inputs
+from gpulane.collectives.spec import plan_point
+from gpulane.rank import RankContext
+from gpulane.rundir import HEARTBEAT_DIR
+from gpulane.units import format_size
+
+RANGING_FILE = "ranging"
+# Fewer sizes than this a collective: no ranging (the sweep is short, its own points
+# come soon enough, and three ranging sizes would be most of its sizes).
+MIN_SIZES = 6
+# Where the ranging sizes sit, as shares of the log range of sizes: the top, where most
+# of the time is, and two below it, so that a bend in how time grows with size (a
+# protocol's switch, a cache's size) falls between two of them.
+AT_SHARES = (0.5, 0.75, 1.0)
+# Calls per ranging size: the first settles the size's buffers and connections, the last
+# is the one timed.
+CALLS = 2
+
+
+def ranging_sizes(sizes: list[int]) -> list[int]:
+    """The sizes of ``sizes`` (a plan's, ascending) a ranging shot calls; [] for a sweep
+    of fewer than MIN_SIZES sizes."""
+    ordered = sorted({int(s) for s in sizes if int(s) > 0})
+    if len(ordered) < MIN_SIZES:
+        return []
+    low, high = math.log(ordered[0]), math.log(ordered[-1])
+    picked = []
+    for share in AT_SHARES:
+        want = low + share * (high - low)
+        picked.append(min(ordered, key=lambda s: abs(math.log(s) - want)))
+    return sorted(set(picked))
+
+
+def ranging_path(run_dir: Path) -> Path:
+    return run_dir / HEARTBEAT_DIR / RANGING_FILE
+
+
+def read_ranging(run_dir: Path) -> dict[tuple[str, int], tuple[float, int]]:
+    """(collective, size) -> (seconds a call, placements the collective runs in), as
+    rank 0 wrote them (complete lines)."""
+    try:
+        text = ranging_path(run_dir).read_text(encoding="utf-8")
+    except OSError:
+        return {}
+    out: dict[tuple[str, int], tuple[float, int]] = {}
+    for line in text.splitlines():
+        try:
+            one = json.loads(line)
+            out[(str(one["op"]), int(one["size"]))] = (float(one["s"]), int(one["placements"]))
+        except (ValueError, KeyError, TypeError):
+            continue  # a line being written
+    return out
+
+
+def wants_ranging(cfg: Any) -> bool:
+    """Ranging helps only a forecast someone reads: not with progress=false, not when a
+    run is resumed (its heartbeats start afresh, its early points are done already)."""
+    return bool(cfg.progress) and not bool(cfg.resume)
+
+
+def range_sweep(backend: Backend, plan: Any, ctx: RankContext, allowance: Any) -> None:
+    """Every rank: one ranging shot per collective of ``plan`` (its first dtype, the first
+    placement the backend runs); rank 0 writes the seconds. ``allowance(point)``: the
+    watchdog's extra time for a point (the sweep's own rule)."""
+    sizes = ranging_sizes(list(plan.sizes))
+    if not sizes:
+        return
+    dtype = plan.dtypes[0]
+    for op in plan.collectives:
+        for size in reversed(sizes):  # the largest first: the figure that matters most
+            point = plan_point(op, size, dtype, plan.redop, max(plan.root, 0), ctx.world_size)
+            places = [ip for ip in plan.placements if backend.supports(point, ip) is None]
+            if not places or point.size_bytes <= 0:
+                continue
+            # index 0, so that the watchdog allows the point's time (a start-up beat
+            # would not); the forecast tells it from the first point by its label
+            ctx.heartbeat(0, f"ranging {op} {format_size(size)}", allowance(point))
+            seconds = _shot(backend, point, places[0])
+            if ctx.is_leader:
+                _report(ctx, op, size, seconds, len(places))
+
+
+def _shot(backend: Backend, point: Any, in_place: bool) -> float:
+    bufs = backend.allocate(point, in_place)
+    fill_inputs(backend.ops, point, backend.rank, bufs.send, bufs.recv)
+    call = backend.prepare(point, bufs)
+    backend.synchronize()
+    backend.control.barrier()  # every rank starts the calls together
+    times = backend.time_loop(call, CALLS)
+    backend.control.barrier()
+    return float(times[-1])
+
+
+def _report(ctx: RankContext, op: str, size: int, seconds: float, placements: int) -> None:
+    path = ranging_path(ctx.run_dir)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(
+            json.dumps({"op": op, "size": size, "s": seconds, "placements": placements}) + "\n"
+        )
+    ms = seconds * 1e3
+    shown = f"{ms:.0f}" if ms >= 100 else f"{ms:.3g}"
+    ctx.note(f"# ranging: {op} {format_size(size)} {shown} ms a call")
