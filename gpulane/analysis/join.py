@@ -19,6 +19,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from gpulane.record import Row, frame_rows
+
 JOIN_OPS = ("all_reduce", "all_gather")
 # dtypes a model's collectives run in, best first, when the sweep measured several
 PREFERRED_DTYPES = ("bfloat16", "half", "float")
@@ -81,26 +83,25 @@ class Joined:
         return asdict(self)
 
 
-def _get(row: dict[str, Any], key: str) -> Any:
-    value = row.get(key)
+def known(value: Any) -> Any:
+    """A row's field with a frame's missing values (NaN, pandas NA) as None: rows read
+    from a frame (:func:`gpulane.record.frame_rows`) keep the frame's values as they are."""
     if value is None:
         return None
-    try:
-        if isinstance(value, float) and math.isnan(value):
-            return None
-    except TypeError:
-        pass
-    if value.__class__.__name__ == "NAType":
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if value.__class__.__name__ in ("NAType", "NaTType"):
         return None
     return value
 
 
 def _int(value: Any) -> int | None:
+    value = known(value)
     return None if value is None else int(value)
 
 
-def _extra(row: dict[str, Any]) -> dict[str, Any]:
-    extra = row.get("extra")
+def _extra(row: Row) -> dict[str, Any]:
+    extra = row.extra
     if isinstance(extra, str):
         import json
 
@@ -111,28 +112,30 @@ def _extra(row: dict[str, Any]) -> dict[str, Any]:
     return extra if isinstance(extra, dict) else {}
 
 
-def build_curves(rows: Iterable[dict[str, Any]]) -> dict[tuple[str, str, int], Curve]:
-    """(build, collective, world_size) -> curve, from ok collective rows with times."""
+def _ok(row: Row, kind: str) -> bool:
+    return known(row.kind) == kind and (known(row.status) or "ok") == "ok"
+
+
+def build_curves(
+    rows: Iterable[Row], ops: Sequence[str] = JOIN_OPS
+) -> dict[tuple[str, str, int], Curve]:
+    """(build, collective, world_size) -> curve, from ok collective rows of ``ops`` with
+    times."""
     points: dict[
         tuple[str, str, int], dict[str | None, dict[int, list[tuple[float, Any, str]]]]
     ] = {}
     for r in rows:
-        if _get(r, "kind") != "collective" or (_get(r, "status") or "ok") != "ok":
+        if not _ok(r, "collective"):
             continue
-        op, size, t, n = (
-            _get(r, "op"),
-            _get(r, "size_bytes"),
-            _get(r, "time_us"),
-            _get(r, "world_size"),
-        )
-        if op not in JOIN_OPS or size is None or t is None or n is None or float(t) <= 0:
+        op, size, t, n = known(r.op), known(r.size_bytes), known(r.time_us), known(r.world_size)
+        if op not in ops or size is None or t is None or n is None or float(t) <= 0:
             continue
         if int(size) <= 0:
             continue
-        key = (str(_get(r, "build")), str(op), int(n))
+        key = (str(known(r.build)), str(op), int(n))
         by_dtype = points.setdefault(key, {})
-        by_dtype.setdefault(_get(r, "dtype"), {}).setdefault(int(size), []).append(
-            (float(t), _get(r, "busbw_gbps"), str(_get(r, "run_id")))
+        by_dtype.setdefault(known(r.dtype), {}).setdefault(int(size), []).append(
+            (float(t), known(r.busbw_gbps), str(known(r.run_id)))
         )
     curves = {}
     for key, by_dtype in points.items():
@@ -154,19 +157,19 @@ def build_curves(rows: Iterable[dict[str, Any]]) -> dict[tuple[str, str, int], C
     return curves
 
 
-def join_rows(rows: Sequence[dict[str, Any]], builds: Sequence[str] = ()) -> list[Joined]:
+def join_rows(rows: Sequence[Row], builds: Sequence[str] = ()) -> list[Joined]:
     """Every tokens row's collectives, timed on its build's measured curve."""
     curves = build_curves(rows)
     out: list[Joined] = []
     for r in rows:
-        if _get(r, "kind") != "tokens" or (_get(r, "status") or "ok") != "ok":
+        if not _ok(r, "tokens"):
             continue
-        build = str(_get(r, "build"))
+        build = str(known(r.build))
         if builds and build not in builds:
             continue
         extra = _extra(r)
-        tp = _int(_get(r, "tp"))
-        step_us = _get(r, "time_us")
+        tp = _int(r.tp)
+        step_us = known(r.time_us)
         step_ms = float(step_us) / 1e3 if step_us is not None else None
         for call in extra.get("comm_per_step") or []:
             op = call.get("op")
@@ -193,16 +196,16 @@ def join_rows(rows: Sequence[dict[str, Any]], builds: Sequence[str] = ()) -> lis
             out.append(
                 Joined(
                     build=build,
-                    model=_get(r, "model"),
-                    op=str(_get(r, "op")),
+                    model=known(r.model),
+                    op=str(known(r.op)),
                     tp=tp,
-                    pp=_int(_get(r, "pp")),
-                    batch=_int(_get(r, "batch")),
-                    input_len=_int(_get(r, "input_len")),
-                    output_len=_int(_get(r, "output_len")),
-                    tokens_per_s=_get(r, "tokens_per_s"),
+                    pp=_int(r.pp),
+                    batch=_int(r.batch),
+                    input_len=_int(r.input_len),
+                    output_len=_int(r.output_len),
+                    tokens_per_s=known(r.tokens_per_s),
                     step_ms=step_ms,
-                    comm_share=_get(r, "comm_share"),
+                    comm_share=known(r.comm_share),
                     collective=op,
                     size_bytes=size,
                     calls_per_step=count,
@@ -214,7 +217,7 @@ def join_rows(rows: Sequence[dict[str, Any]], builds: Sequence[str] = ()) -> lis
                     curve_dtype=curve.dtype if curve else None,
                     curve_runs=",".join(curve.run_ids) if curve else None,
                     note=note,
-                    over_step=over_step(comm_ms, step_ms, extrapolated, _get(r, "comm_share")),
+                    over_step=over_step(comm_ms, step_ms, extrapolated, known(r.comm_share)),
                 )
             )
     return out
@@ -272,5 +275,5 @@ def join_frame(frame: Any, builds: Sequence[str] = ()) -> Any:
     """The join as a pandas DataFrame (the analysis API)."""
     import pandas as pd
 
-    rows = frame.to_dict("records") if hasattr(frame, "to_dict") else list(frame)
+    rows = frame_rows(frame) if hasattr(frame, "columns") else list(frame)
     return pd.DataFrame([j.to_dict() for j in join_rows(rows, builds)])

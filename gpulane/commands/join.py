@@ -28,18 +28,19 @@ def main(argv: list[str]) -> int:
         args = parser.parse_args(argv)
     except SystemExit as ex:
         return int(ex.code) if isinstance(ex.code, int) else 2
-    from gpulane.analysis.store import load_frame, records
+    from gpulane.analysis.store import load_frame
+    from gpulane.record import frame_rows
 
     frame = load_frame(args.paths)
-    rows = records(frame)
+    rows = frame_rows(frame)
     joined = join_rows(rows, args.build)
-    if not any(r.get("kind") == "tokens" for r in rows):
+    if not any(r.kind == "tokens" for r in rows):
         raise InputError("join: no tokens rows under these paths; run `gpulane tokens` first")
     if args.json:
         for j in joined:
             sys.stdout.write(json.dumps(j.to_dict(), default=str) + "\n")
         return 0
-    if not any(r.get("kind") == "collective" for r in rows):
+    if not any(r.kind == "collective" for r in rows):
         sys.stderr.write(
             "# no collective rows: run `gpulane sweep` on the same build (same build=LABEL)\n"
         )

@@ -6,19 +6,21 @@ for a path nothing measured, projected from the path's expected bandwidth
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gpulane.analysis.join import Curve, build_curves
+from gpulane.analysis.join import JOIN_OPS, Curve, build_curves, known
 from gpulane.errors import InputError
+from gpulane.planning.rows import as_rows
 from gpulane.record import Row
 from gpulane.topology.paths import label_kind
 
 # Which measured rows to trust first for a collective inside a step: CUDA-graph replays
 # (how decode runs), then nccl-tests' back-to-back device timing, then the others.
 BACKEND_ORDER = ("nccl-tests", "nccl", "torch-nccl", "mpi")
+# The collectives a step's time is read from: join's two, and a pipeline's sends
+CURVE_OPS = (*JOIN_OPS, "sendrecv")
 
 
 @dataclass(frozen=True)
@@ -46,19 +48,6 @@ def busbw_factor(op: str, n: int) -> float:
     return 1.0
 
 
-def _clean(row: Mapping[str, Any]) -> dict[str, Any]:
-    """A row with pandas' missing values (NaN, NA) as None."""
-    out: dict[str, Any] = {}
-    for k, v in row.items():
-        if (isinstance(v, float) and math.isnan(v)) or v.__class__.__name__ in (
-            "NAType",
-            "NaTType",
-        ):
-            v = None
-        out[str(k)] = v
-    return out
-
-
 @dataclass
 class _Group:
     label: str
@@ -70,13 +59,12 @@ class _Group:
     graph: bool = False  # timed as CUDA-graph replays
 
 
-def row_transport(row: Mapping[str, Any]) -> str | None:
+def row_transport(row: Row) -> str | None:
     """The transport NCCL used for a row: its ``transport`` field, else ``extra.nccl``'s
     (a text, or a mapping with a ``transport`` key); None where nothing says."""
-    value = row.get("transport")
+    value = known(row.transport)
     if not value:
-        extra = row.get("extra") if isinstance(row.get("extra"), Mapping) else {}
-        assert isinstance(extra, Mapping)
+        extra = row.extra if isinstance(row.extra, Mapping) else {}
         nccl = extra.get("nccl")
         value = nccl.get("transport") if isinstance(nccl, Mapping) else nccl
     if isinstance(value, (list, tuple)):
@@ -91,16 +79,22 @@ _ENV_TRANSPORTS = (
 )
 
 
-def env_transport(row: Mapping[str, Any]) -> tuple[str, str] | None:
+def env_transport(row: Row) -> tuple[str, str] | None:
     """(where NCCL's switches in the row's env force the bytes, which switches), e.g.
     NCCL_P2P_DISABLE=1: through host memory; None when they force nothing."""
-    env = row.get("env") if isinstance(row.get("env"), Mapping) else {}
-    assert isinstance(env, Mapping)
+    env = row.env if isinstance(row.env, Mapping) else {}
     on = {k for k, v in env.items() if str(v).strip() not in ("", "0")}
     for keys, where in _ENV_TRANSPORTS:
         if set(keys) <= on:
             return where, f"{', '.join(f'{k}=1' for k in keys)} in the rows' env"
     return None
+
+
+def _preference(key: tuple[str, bool]) -> tuple[int, int, str]:
+    """Order of (backend, graph) groups: graph replays first, then :data:`BACKEND_ORDER`."""
+    backend, graph = key
+    order = BACKEND_ORDER.index(backend) if backend in BACKEND_ORDER else 99
+    return (0 if graph else 1, order, backend)
 
 
 class MeasuredComm:
@@ -116,51 +110,35 @@ class MeasuredComm:
     """
 
     def __init__(self, rows: Iterable[Row | Mapping[str, Any]], build: str | None = None) -> None:
-        # the analysis layer's curves (build_curves) read plain dicts: a Row becomes one here
-        dicts = (r.to_dict() if isinstance(r, Row) else r for r in rows)
-        coll = [_clean(r) for r in dicts if r.get("kind") == "collective"]
-        builds = sorted({str(r.get("build")) for r in coll})
+        # benchmark scripts and older tests hand in a frame's dicts: rows at the door
+        coll = [r for r in as_rows(rows) if known(r.kind) == "collective"]
+        builds = sorted({str(known(r.build)) for r in coll})
         if build is None and len(builds) > 1:
             raise InputError(
                 f"advise: the collective rows hold several builds ({', '.join(builds)}); "
                 "choose one with build=LABEL"
             )
         self.build = build if build is not None else (builds[0] if builds else None)
-        coll = [r for r in coll if str(r.get("build")) == str(self.build)]
+        coll = [r for r in coll if str(known(r.build)) == str(self.build)]
         self.groups: dict[tuple[str, int], list[_Group]] = {}
-        by_group: dict[tuple[str, bool], list[dict[str, Any]]] = {}
+        by_group: dict[tuple[str, bool], list[Row]] = {}
         for r in coll:
-            by_group.setdefault((str(r.get("backend")), bool(r.get("graph"))), []).append(r)
+            by_group.setdefault((str(known(r.backend)), bool(known(r.graph))), []).append(r)
+        for key in sorted(by_group, key=_preference):
+            self._add_group(key, by_group[key])
 
-        def rank(key: tuple[str, bool]) -> tuple[int, int, str]:
-            backend, graph = key
-            order = BACKEND_ORDER.index(backend) if backend in BACKEND_ORDER else 99
-            return (0 if graph else 1, order, backend)
-
-        for key in sorted(by_group, key=rank):
-            group_rows = by_group[key]
-            # build_curves keeps all_reduce/all_gather only: sendrecv curves ride along
-            # under a stand-in op name and are put back under their own.
-            stand_in = [
-                {**r, "op": "all_reduce", "build": "sendrecv"}
-                for r in group_rows
-                if r.get("op") == "sendrecv"
-            ]
-            curves = build_curves([*group_rows, *stand_in])
-            for (b, op, n), curve in curves.items():
-                name = "sendrecv" if b == "sendrecv" else op
-                paths = frozenset(
-                    str(r["path"])
-                    for r in group_rows
-                    if r.get("path") and r.get("op") == name and r.get("world_size") == n
-                )
-                label = f"{key[0]}{' graph' if key[1] else ''} {curve.dtype or ''}".strip()
-                mine = [r for r in group_rows if r.get("op") == name and r.get("world_size") == n]
-                transports = frozenset(t for r in mine if (t := row_transport(r)))
-                hints = frozenset(h for r in mine if (h := env_transport(r)))
-                self.groups.setdefault((name, n), []).append(
-                    _Group(label, curve, paths, transports, hints, key[1])
-                )
+    def _add_group(self, key: tuple[str, bool], group_rows: list[Row]) -> None:
+        """The curves of one (backend, graph) group, per (op, ranks), with the paths,
+        transports and NCCL switches of the rows behind each."""
+        for (_b, op, n), curve in build_curves(group_rows, CURVE_OPS).items():
+            mine = [r for r in group_rows if known(r.op) == op and known(r.world_size) == n]
+            paths = frozenset(str(p) for r in mine if (p := known(r.path)))
+            label = f"{key[0]}{' graph' if key[1] else ''} {curve.dtype or ''}".strip()
+            transports = frozenset(t for r in mine if (t := row_transport(r)))
+            hints = frozenset(h for r in mine if (h := env_transport(r)))
+            self.groups.setdefault((op, n), []).append(
+                _Group(label, curve, paths, transports, hints, key[1])
+            )
 
     def peak_busbw(self, op: str, n: int) -> float | None:
         """The largest bus bandwidth measured for ``op`` over ``n`` ranks (GB/s)."""

@@ -28,14 +28,14 @@ def tok(build: str, batch: int, step_us: float, share: float | None = 0.2) -> Ro
                                         {"op": "all_gather", "count": 1, "size_bytes": 999}]})  # fmt: skip
 
 
-def rows() -> list[dict]:
+def rows() -> list[Row]:
     out = [coll("nvlink", s, t) for s, t in ((8192, 10.0), (65536, 20.0), (524288, 40.0))]
     out += [coll("nvlink", 65536, 99.0, dtype="float")]  # another dtype: not mixed in
     out += [coll("socket", s, t) for s, t in ((8192, 100.0), (524288, 900.0))]
     out += [coll("socket", 8192, 50.0, n=4)]  # other world size: not used for tp=2
     out += [tok("nvlink", 1, 5000.0), tok("nvlink", 8, 6000.0), tok("socket", 16, 20000.0)]
     out += [tok("riser", 1, 7000.0)]
-    return [r.to_dict() for r in out]
+    return out
 
 
 def test_curves_by_build_op_and_world() -> None:
@@ -69,11 +69,7 @@ def test_join_interpolates_on_the_same_builds_curve() -> None:
 
 
 def test_outside_the_measured_sizes_is_flagged() -> None:
-    data = [
-        coll("b", 65536, 20.0).to_dict(),
-        coll("b", 131072, 30.0).to_dict(),
-        tok("b", 1, 100.0).to_dict(),
-    ]
+    data = [coll("b", 65536, 20.0), coll("b", 131072, 30.0), tok("b", 1, 100.0)]
     (j,) = [j for j in join_rows(data) if j.collective == "all_reduce"]
     assert j.extrapolated and j.collective_us == 20.0 and "outside" in (j.note or "")
 
@@ -81,7 +77,7 @@ def test_outside_the_measured_sizes_is_flagged() -> None:
 def test_join_frame_and_build_filter() -> None:
     import pandas as pd
 
-    frame = join_frame(pd.DataFrame(rows()), builds=["socket"])
+    frame = join_frame(pd.DataFrame([r.to_dict() for r in rows()]), builds=["socket"])
     assert set(frame["build"]) == {"socket"}
     assert set(frame["collective"]) == {"all_reduce", "all_gather"}
 

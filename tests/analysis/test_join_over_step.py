@@ -26,8 +26,8 @@ def tok(step_us: float, share: float | None) -> Row:
                                          "size_bytes": 8192}]})  # fmt: skip
 
 
-def rows(step_us: float, share: float | None = None) -> list[dict]:
-    return [r.to_dict() for r in (coll(8192, 40.0), coll(65536, 80.0), tok(step_us, share))]
+def rows(step_us: float, share: float | None = None) -> list[Row]:
+    return [coll(8192, 40.0), coll(65536, 80.0), tok(step_us, share)]
 
 
 def test_share_over_the_step_is_explained() -> None:

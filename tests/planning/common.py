@@ -12,7 +12,7 @@ from gpulane.planning.compute import Compute, GpuSpec
 from gpulane.planning.placement import place, synthetic_topology
 from gpulane.planning.predict import Workload, predict, splits
 from gpulane.planning.recommend import Recommendation, recommend
-from gpulane.record import read_rows
+from gpulane.record import Row, read_rows
 from gpulane.topology.model import Gpu, Pair, PcieLink, Topology
 from tests.conftest import fixture_path
 
@@ -34,11 +34,11 @@ def small() -> ModelShape:
                       vocab_size=1024)  # fmt: skip
 
 
-def flat_curve_rows(t_us: float, ops: tuple[str, ...] = ("all_reduce", "all_gather")) -> list:
+def flat_curve_rows(t_us: float, ops: tuple[str, ...] = ("all_reduce", "all_gather")) -> list[Row]:
     """A build whose collectives take ``t_us`` at every size (2 ranks)."""
     return [
-        {"kind": "collective", "backend": "nccl", "op": op, "build": "flat", "world_size": 2,
-         "dtype": "bfloat16", "size_bytes": s, "time_us": t_us, "graph": True, "path": None}
+        Row(run_id="flat", kind="collective", backend="nccl", op=op, build="flat",
+            world_size=2, dtype="bfloat16", size_bytes=s, time_us=t_us, graph=True)
         for op in ops
         for s in (8, 1 << 30)
     ]  # fmt: skip
@@ -62,9 +62,8 @@ def no_topology(n: int) -> Topology:
     return synthetic_topology(n, "H200")
 
 
-def h200_rows() -> list[dict[str, Any]]:
-    # the planner takes rows as dicts (the records of its frames)
-    return [r.to_dict() for r in read_rows(fixture_path("advise/nvlink-rows.jsonl"))]
+def h200_rows() -> list[Row]:
+    return list(read_rows(fixture_path("advise/nvlink-rows.jsonl")))
 
 
 def box(n: int, nv_pairs: set[tuple[int, int]], gen: int, width: int) -> Topology:

@@ -4,6 +4,7 @@ and a choice among several builds."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -44,14 +45,14 @@ def test_measured_curves_prefer_graph_replays_and_cover_large_sizes() -> None:
 
 
 def test_sends_from_a_two_rank_all_gather_of_twice_the_size() -> None:
-    rows = [r.to_dict() for name in ("nt-all_reduce-pcie-host.txt", "nt-all_gather-pcie-host.txt")
+    rows = [r for name in ("nt-all_reduce-pcie-host.txt", "nt-all_gather-pcie-host.txt")
             for r in rows_from_file(fixture_path(f"advise/{name}"), build="pcie-host")]  # fmt: skip
     m = MeasuredComm(rows)
     send = m.time("send", 2, 1 << 20)
     ag = m.time("all_gather", 2, 2 << 20)
     assert send is not None and ag is not None
     assert send.time_us == ag.time_us and "all_gather of 2x" in send.source
-    sr = [{**r, "op": "sendrecv", "time_us": 7.0} for r in flat_curve_rows(1.0, ("x",))]
+    sr = [replace(r, op="sendrecv", time_us=7.0) for r in flat_curve_rows(1.0, ("x",))]
     m2 = MeasuredComm(sr + flat_curve_rows(3.0))
     got = m2.time("send", 2, 4096)
     assert got is not None and got.time_us == pytest.approx(7.0)
@@ -64,3 +65,25 @@ def test_several_builds_need_a_choice() -> None:
     assert MeasuredComm(rows, "flat").time("all_reduce", 2, 1 << 20) == CommTime(
         1.0, "measured nccl graph bfloat16", False
     )
+
+
+def test_a_frames_records_time_as_their_rows_do() -> None:
+    """Benchmark scripts hand in a frame's records: pandas' NaN where a field is missing
+    (a path, a transport) becomes None at the door, never a path named "nan"."""
+    import pandas as pd
+
+    from gpulane.record import rows_frame
+
+    rows = h200_rows()
+    rows = [replace(r, path=None, transport=None) if i % 2 else r for i, r in enumerate(rows)]
+    records = rows_frame(rows).to_dict("records")
+    assert any(isinstance(r["path"], float) for r in records) or any(
+        r["path"] is None for r in records
+    )
+    for r in records[1::2]:  # as a parquet read back gives them
+        r["path"], r["transport"] = float("nan"), pd.NA
+    typed, frame = MeasuredComm(rows), MeasuredComm(records)
+    assert typed.paths("all_reduce", 2) == frame.paths("all_reduce", 2) == {"NV18"}
+    assert typed.transport("all_reduce", 2) == frame.transport("all_reduce", 2)
+    for key, groups in typed.groups.items():
+        assert [g.curve for g in groups] == [g.curve for g in frame.groups[key]]

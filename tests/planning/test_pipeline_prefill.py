@@ -4,6 +4,7 @@ replay), over every split of 1, 2, 3, 4 and 8 GPUs, dense and mixture of experts
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -48,8 +49,8 @@ def test_host_floor_fitted_only_from_host_bound_eager_runs() -> None:
 
 
 def _comms(gpus: int) -> Comms:
-    rows = [{**r, "world_size": n} for n in (2, 4, 8) for r in flat_curve_rows(20.0)]
-    rows += [{**r, "op": "sendrecv", "world_size": 2} for r in flat_curve_rows(10.0)]
+    rows = [replace(r, world_size=n) for n in (2, 4, 8) for r in flat_curve_rows(20.0)]
+    rows += [replace(r, op="sendrecv", world_size=2) for r in flat_curve_rows(10.0)]
     return Comms(MeasuredComm(rows, "flat"), PROJ)
 
 
@@ -190,9 +191,9 @@ def test_prefill_fit_over_sizes_finds_the_cost_per_chunk(name: str) -> None:
 def test_pipeline_sends_are_timed_on_the_eager_curve() -> None:
     """gpulane tokens sends between stages with isend/irecv outside its CUDA graphs: a
     send takes the eager sendrecv curve where there is one, the graph curve otherwise."""
-    graph = [{**r, "op": "sendrecv", "world_size": 2, "graph": True}
+    graph = [replace(r, op="sendrecv", world_size=2, graph=True)
              for r in flat_curve_rows(5.0)]  # fmt: skip
-    eager = [{**r, "op": "sendrecv", "world_size": 2, "graph": False}
+    eager = [replace(r, op="sendrecv", world_size=2, graph=False)
              for r in flat_curve_rows(30.0)]  # fmt: skip
     both = MeasuredComm(graph + eager, "flat")
     got = both.time("send", 2, 8192)
@@ -200,7 +201,7 @@ def test_pipeline_sends_are_timed_on_the_eager_curve() -> None:
     only_graph = MeasuredComm(graph, "flat").time("send", 2, 8192)
     assert only_graph is not None and only_graph.time_us == pytest.approx(5.0)
     # collectives inside a step keep the graph replays first
-    ar = [{**r, "world_size": 2, "graph": g} for g in (True, False)
+    ar = [replace(r, world_size=2, graph=g) for g in (True, False)
           for r in flat_curve_rows(5.0 if g else 30.0)]  # fmt: skip
     got = MeasuredComm(ar, "flat").time("all_reduce", 2, 8192)
     assert got is not None and got.time_us == pytest.approx(5.0)

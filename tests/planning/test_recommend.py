@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 from gpulane.collectives.nccl_tests.logs import rows_from_file
 from gpulane.planning.comm import Comms, MeasuredComm
@@ -19,7 +20,7 @@ def test_h200_nvlink_vs_socket_for_8b() -> None:
     """On the measured NVLink build TP=2 wins decode; on the socket build (about 4 GB/s)
     the all-reduces take most of a TP=2 step at batch 16 and PP=2 wins."""
     topo = Topology.from_json(json.loads(fixture_path("advise/topology-h200x2.json").read_text()))
-    socket = [r.to_dict() for r in rows_from_file(fixture_path("advise/nt-all_reduce-socket.txt"), build="socket")]  # fmt: skip
+    socket = [r for r in rows_from_file(fixture_path("advise/nt-all_reduce-socket.txt"), build="socket")]  # fmt: skip
     shape = model("llama3-8b")
     out = {}
     for build, rows in (("nvlink", h200_rows()), ("socket", socket)):
@@ -81,24 +82,24 @@ def test_explanation_names_the_transport_nccl_used_not_only_the_path() -> None:
     """The same NV18 pair: what NCCL said it used, else what its switches force (host
     memory with NCCL_P2P_DISABLE=1), else the topology label, saying which it is."""
     nvlink = h200_rows()
-    said = [{**r, "transport": "P2P/CUMEM"} for r in nvlink]
+    said = [replace(r, transport="P2P/CUMEM") for r in nvlink]
     text = _tp2_explanation(said, "nvlink")
     assert (
         "all-reduce via P2P/CUMEM (transport NCCL reported; topology path NV18) on nvlink" in text
     )
-    host = [{**r, "env": {**r["env"], "NCCL_P2P_DISABLE": "1"}} for r in nvlink]
+    host = [replace(r, env={**r.env, "NCCL_P2P_DISABLE": "1"}) for r in nvlink]
     text = _tp2_explanation(host, "pcie-host")
     assert (
         "all-reduce via host memory (NCCL SHM) (NCCL_P2P_DISABLE=1 in the rows' env; "
         "topology path NV18) on pcie-host"
     ) in text
     assert "478 GB/s" not in text  # not the NVLink rate: NCCL did not use NVLink
-    sockets = [{**r, "env": {**r["env"], "NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"}}
+    sockets = [replace(r, env={**r.env, "NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"})
                for r in nvlink]  # fmt: skip
     assert "via NCCL sockets (NCCL_P2P_DISABLE=1, NCCL_SHM_DISABLE=1" in _tp2_explanation(
         sockets, "socket"
     )
-    extra = [{**r, "extra": {"nccl": {"transport": "P2P/IPC"}}} for r in nvlink]
+    extra = [replace(r, extra={"nccl": {"transport": "P2P/IPC"}}) for r in nvlink]
     assert "via P2P/IPC (transport NCCL reported" in _tp2_explanation(extra, "nvlink")
     plain = _tp2_explanation(nvlink, "nvlink")
     assert "over NV18 (" in plain and "(topology path; NCCL's transport not recorded)" in plain

@@ -4,6 +4,7 @@ of a decode step, over every split of 1, 2, 3, 4 and 8 GPUs and on mixed machine
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -20,8 +21,8 @@ CURVE_US = 20.0
 
 
 def _comms() -> Comms:
-    rows = [{**r, "world_size": n} for n in (2, 3, 4, 8) for r in flat_curve_rows(CURVE_US)]
-    rows += [{**r, "op": "sendrecv", "world_size": 2} for r in flat_curve_rows(10.0)]
+    rows = [replace(r, world_size=n) for n in (2, 3, 4, 8) for r in flat_curve_rows(CURVE_US)]
+    rows += [replace(r, op="sendrecv", world_size=2) for r in flat_curve_rows(10.0)]
     return Comms(MeasuredComm(rows, "flat"), PROJ)
 
 
