@@ -96,14 +96,16 @@ def glob(base: Path, pattern: str) -> list[Path]:
     if found:
         return found
     parts = Path(pattern).parts
-    for i in range(len(parts) - 1, 0, -1):
+    for i in range(len(parts) - 1, -1, -1):  # down to base itself: a README beside its zip
         head = Path(base, *parts[:i])
         if _glob.has_magic(str(head)):
             continue
         found_at = locate(head)
         if found_at is None:
             continue
-        inner = real(head)
+        # the unpacked copy, even where the folder is still there (it keeps a README)
+        archive, folder = found_at
+        inner = unpacked(archive) / head.absolute().relative_to(folder)
         hits = _glob.glob(str(inner / Path(*parts[i:])), recursive=True)
         return sorted(virtual(Path(h)) for h in hits)
     return []

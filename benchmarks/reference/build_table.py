@@ -29,6 +29,11 @@ from gpulane.analysis.reference.table import Entry, read_table
 from gpulane.analysis.store import load_frame
 
 ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:  # run as a script: benchmarks.* beside gpulane
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.archive import real  # noqa: E402  (a folder packed as <folder>.zip)
+
 CONF = ROOT / "gpulane/conf/reference"
 HERE = Path(__file__).resolve().parent
 
@@ -94,7 +99,7 @@ def build(name: str) -> str:
     header, sources, extra = TABLES[name]
     entries: list[Entry] = []
     for folders, source, conditions, min_size in sources:
-        frame = load_frame([ROOT / f for f in folders])
+        frame = load_frame([real(ROOT / f) for f in folders])
         frame = frame[frame["size_bytes"].fillna(0) >= min_size]
         entries += entries_from_frame(frame, source, ", ".join(folders), "measured", conditions)
     if extra is not None:

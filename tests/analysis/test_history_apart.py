@@ -5,6 +5,7 @@ build label, P2P on and off, one direction and both (real p2pBandwidthLatencyTes
 from __future__ import annotations
 
 import json
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,9 @@ P2P = (
     ROOT
     / "tests/fixtures/public/bandwidthtest/stelline_asus_4xRTX6000Ada_p2pBandwidthLatencyTest.txt"
 )
-H200 = sorted((ROOT / "benchmarks/slurm/h200x4/runs/local").glob("*/rows.jsonl"))[0]
+# the two local 4x H200 runs, kept packed as runs/local.zip (benchmarks/archive.py)
+with zipfile.ZipFile(ROOT / "benchmarks/slurm/h200x4/runs/local.zip") as _zf:
+    H200 = next(_zf.read(n).decode() for n in sorted(_zf.namelist()) if n.endswith("/rows.jsonl"))
 
 
 def test_p2p_matrices_are_separate_series(
@@ -44,7 +47,7 @@ def test_p2p_matrices_are_separate_series(
 def test_two_machines_under_one_label_are_not_a_regression(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    rows = [json.loads(t) for t in H200.read_text().splitlines()]
+    rows = [json.loads(t) for t in H200.splitlines()]
     for i, (gpu, host, backend, scale) in enumerate(
         [("NVIDIA H200", "h200-a", "nccl", 1.0), ("NVIDIA H200", "h200-a", "nccl", 1.0),
          (None, "vm", "torch-gloo", 0.005)]
