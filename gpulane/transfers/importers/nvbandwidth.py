@@ -21,9 +21,24 @@ cut short.
 
 Lines are read one at a time; a matrix's rows are given out when its ``SUM`` line
 arrives (at most one matrix is held). A file that ends inside a matrix, before its SUM
-line, or right after a ``Running`` line gets an error row naming the line. A cut that
-falls exactly between two testcases cannot be seen: nvbandwidth announces no list of
-testcases and prints no closing line.
+line, or right after a ``Running`` line gets an error row naming the line.
+
+A matrix pasted without its ``Running <testcase>.`` line (nvbandwidth#50) is read too.
+Its heading alone cannot name it (host_to_device_memcpy_ce and host_to_all_memcpy_ce
+both print ``memcpy CE CPU(row) -> GPU(column) ...``, testcases_ce.cpp), but the ``SUM
+<testcase>`` line under it does: its rows wait for that line. Cut before it, the matrix
+is one error row and none of its cells a row. ``> Running`` (quoted) and ``Running
+benchmark X.`` (an early README) are Running lines; ``Waiving X.`` (v0.1-v0.2) is a
+testcase not run.
+
+A cut that falls exactly between two testcases: nvbandwidth announces no list of
+testcases, but from v0.6 on it prints a closing ``NOTE: The reported results may not
+reflect ...`` after its last testcase (output.cpp ``printInfo``, called at the end of
+``main``; it exits before it on a failure, error_handling.h). An output of v0.6 or later
+that ends without that note gets one error row naming the last testcase read. Before
+v0.6 the note came first (``NOTE: This tool reports current measured bandwidth``), so
+an output of v0.1-v0.5, or one whose version line is not in the file, cannot be told
+from one cut right after a testcase's ``SUM`` line.
 """
 
 from __future__ import annotations
@@ -42,16 +57,23 @@ from gpulane.transfers.importers.common import (
     default_build,
     error_row,
     file_lines,
-    say,
-    say_error,
     text_lines,
 )
+from gpulane.transfers.importers.nvbandwidth_print import render
+
+__all__ = ["OPTIONS", "WHAT", "parse_nvbandwidth", "render", "rows_from_lines", "stream_rows"]
 
 WHAT = "nvbandwidth (every testcase's matrix; CE and SM copies)"
 OPTIONS: dict[str, str] = {}
 BACKEND = "nvbandwidth"
 
-_RUNNING = re.compile(r"^\s*Running\s+(\S+?)\.?\s*$")
+# "> Running" as quoted in issues; "Running benchmark X." as the first release printed it
+_RUNNING = re.compile(r"^\s*(?:>\s*)?Running\s+(?:benchmark\s+)?(\S+?)\.?\s*$")
+_WAIVING = re.compile(r"^\s*Waiving\s+(\S+?)\.?\s*$")  # v0.1-v0.2: a testcase not run
+_CLOSING = re.compile(r"^\s*NOTE: The reported results may not reflect")  # v0.6+: the end
+# A matrix heading names a CPU or GPU by row or column (every nvbandwidth title does).
+_HEADING = re.compile(r"\b(?:GPU|CPU)\((?:row|column)s?\)")
+_PART_KEY = re.compile(r"_(?:read1|read2|write1|write2|total)$")
 _STATUS = re.compile(r"^\s*(Waived|Error|ERROR|WAIVED)\s*:\s*(.*)$")
 _TITLE = re.compile(r"^\s*(.*?\S)\s*\((GB/s|ns|us)\)\s*$")
 _SUM = re.compile(r"^\s*(?:SUM|&&&& PERF)\s+(\S+)\s+(\S+?)(?:GB/s|ns|us)?\s*$")
@@ -100,7 +122,7 @@ def direction(test: str, title: str) -> tuple[str, bool, str] | None:
 
 @dataclass
 class _Matrix:
-    test: str
+    test: str | None  # None: no Running line named it; its SUM line will
     title: str
     unit: str
     line: int
@@ -108,6 +130,7 @@ class _Matrix:
     rows_read: int = 0
     ended: bool = False  # the blank line after the rows came
     held: list[Row] = field(default_factory=list)
+    raw: list[tuple[int, int, list[str]]] = field(default_factory=list)  # unnamed: cells
 
     @property
     def expected_rows(self) -> int:
@@ -124,6 +147,8 @@ class _State:
         self.matrix: _Matrix | None = None
         self.tests = 0  # testcases announced (Running, or a status line)
         self.failure: list[tuple[int, str]] = []  # failure details not yet reported
+        self.closed = False  # v0.6+'s closing NOTE came (after the last testcase)
+        self.last_test: str | None = None  # the last testcase whose end was read
 
     def cut(self, line: int, what: str, test: str | None = None) -> Row:
         test = test or self.test
@@ -131,6 +156,9 @@ class _State:
         return error_row(self.run_id, BACKEND, self.source, self.build, line, what, **extra)
 
     def rows_of(self, m: _Matrix, number: int, r: int, cells: list[str]) -> list[Row]:
+        if m.test is None:  # named by its SUM line: the cells wait for it
+            m.raw.append((number, r, cells))
+            return []
         how = direction(m.test, m.title)
         if how is None:
             return []
@@ -184,6 +212,74 @@ class _State:
             )  # fmt: skip
         return out
 
+    def matrix_line(self, number: int, line: str) -> bool:
+        """Take the open matrix's column numbers or one of its rows; False for any other
+        line (which ends the matrix's rows)."""
+        m = self.matrix
+        if m is None or m.ended:
+            return False
+        parts = line.split()
+        if not m.cols:
+            if not _COLUMNS.match(line):
+                raise ParseError("expected a row of column numbers under the title",
+                                 self.source, number)  # fmt: skip
+            m.cols = [int(c) for c in parts]
+            return True
+        if parts and parts[0].isdigit():
+            if len(parts) != len(m.cols) + 1:
+                raise ParseError(f"matrix row has {len(parts) - 1} values for {len(m.cols)} "
+                                 "columns", self.source, number)  # fmt: skip
+            m.held += self.rows_of(m, number, int(parts[0]), parts[1:])
+            m.rows_read += 1
+            return True
+        m.ended = True
+        return False
+
+    def title(self, line: str, unit: str, number: int) -> Iterator[Row]:
+        """A matrix heading: the open matrix's rows end, a new matrix opens."""
+        if self.matrix is not None:
+            yield from self.unfinished(number, f"another matrix starts at line {number}")
+        self.matrix = _Matrix(self.test, line, unit, number)
+        self.matrices += 1
+        if self.test is None:  # no Running line: its SUM line names it
+            self.tests, self.closed = self.tests + 1, False
+        elif direction(self.test, line) is None:
+            self.matrix.held.append(
+                self.cut(number, f"testcase {self.test}: gpulane does not know what it "
+                         "copies where; its matrix is not imported", self.test)
+            )  # fmt: skip
+
+    def sum_line(self, key: str, value: str, number: int) -> Iterator[Row]:
+        """The open matrix's rows when ``SUM key value`` is its own (a matrix with no
+        Running line takes its testcase from the key)."""
+        m = self.matrix
+        if m is None or not (m.test is None or key == m.test or key.startswith(m.test + "_")):
+            return
+        if m.test is None:
+            m.test = _PART_KEY.sub("", key) if _PART_KEY.search(key) else key
+            if direction(m.test, m.title) is None:
+                m.held.append(self.cut(m.line, f"testcase {m.test}: gpulane does not know "
+                                       "what it copies where; its matrix is not imported"))  # fmt: skip
+            for at, r, cells in m.raw:
+                m.held += self.rows_of(m, at, r, cells)
+        total = cell_value(value, self.source, number)
+        for row in m.held:
+            if row.status == "ok":
+                row.extra["sum_gbps" if m.unit == "GB/s" else "sum"] = total
+                row.extra["sum_key"] = key
+        yield from m.held
+        self.matrix, self.last_test = None, m.test
+
+    def waived(self, test: str, number: int) -> Row:
+        """v0.1-v0.2's ``Waiving <testcase>.``: the testcase named, not run."""
+        self.test, self.matrices, self.last_test = None, 0, test
+        self.tests += 1
+        return error_row(
+            self.run_id, BACKEND, self.source, self.build, number,
+            f"nvbandwidth did not run testcase {test}: Waiving (its peers or engines are not "
+            "available on this machine)", event="waived", test=test,
+        )  # fmt: skip
+
     def fail(self, number: int, line: str) -> Iterator[Row]:
         """A failure line: held when it is a detail, else the open matrix's complete rows
         and one error row quoting the failure (and its details)."""
@@ -222,15 +318,22 @@ class _State:
             f"{where}: nvbandwidth stopped: {what}: {quoted}",
             event=kind, **({"test": test} if test else {}),
         )  # fmt: skip
-        # It exits after a failure: nothing of this testcase is missing beyond it.
-        self.matrix, self.test, self.matrices = None, None, 0
+        # It exits after a failure (before its closing NOTE): nothing is missing beyond it.
+        self.matrix, self.test, self.matrices, self.closed = None, None, 0, True
 
     def unfinished(self, line: int, context: str) -> Iterator[Row]:
         """The open matrix's rows, and an error row for what it still lacked, when the
         output stops or the next testcase starts."""
         m, test = self.matrix, self.test
         self.matrix = None
-        if m is not None:
+        if m is not None and m.test is None:
+            yield self.cut(
+                line,
+                f"a matrix with no Running line before it ('{m.title}', line {m.line}): "
+                f"{context} before the SUM line that names its testcase; its cells are not "
+                "imported",
+            )
+        elif m is not None:
             yield from m.held
             if not m.cols:
                 what = f"before the column numbers of '{m.title}'"
@@ -263,43 +366,24 @@ def rows_from_lines(
             # The last line of a cut file: nothing on it can be trusted.
             cut = (number, line)
             break
-        m = st.matrix
-        if m is not None and not m.ended:
-            parts = line.split()
-            if not m.cols:
-                if not _COLUMNS.match(line):
-                    raise ParseError(
-                        "expected a row of column numbers under the title", source, number
-                    )
-                m.cols = [int(c) for c in parts]
-                continue
-            if parts and parts[0].isdigit():
-                if len(parts) != len(m.cols) + 1:
-                    raise ParseError(
-                        f"matrix row has {len(parts) - 1} values for {len(m.cols)} columns",
-                        source,
-                        number,
-                    )
-                m.held += st.rows_of(m, number, int(parts[0]), parts[1:])
-                m.rows_read += 1
-                continue
-            m.ended = True
+        if st.matrix_line(number, line):
+            continue
         if not line:
             continue
         if s := _SUM.match(line):
-            if m is not None and (s.group(1) == m.test or s.group(1).startswith(m.test + "_")):
-                total = cell_value(s.group(2), source, number)
-                for row in m.held:
-                    if row.status == "ok":
-                        row.extra["sum_gbps" if m.unit == "GB/s" else "sum"] = total
-                        row.extra["sum_key"] = s.group(1)
-                yield from m.held
-                st.matrix = None
+            yield from st.sum_line(s.group(1), s.group(2), number)
+            continue
+        if _CLOSING.match(line):
+            st.closed = True
             continue
         if r := _RUNNING.match(line):
             yield from st.unfinished(number, f"the next testcase starts at line {number}")
-            st.test, st.matrices = r.group(1), 0
+            st.test, st.matrices, st.closed = r.group(1), 0, False
             st.tests += 1
+            continue
+        if w := _WAIVING.match(line):
+            yield from st.unfinished(number, f"the next testcase starts at line {number}")
+            yield st.waived(w.group(1), number)
             continue
         if t := _STATUS.match(line):
             # After "Running X." and before X's matrix, the status is X's; nvbandwidth
@@ -315,19 +399,11 @@ def rows_from_lines(
                 f"nvbandwidth did not run {what}: {t.group(1)}: {t.group(2) or 'no reason given'}",
                 event=t.group(1).lower(), **({"test": named} if named else {}),
             )  # fmt: skip
-            st.test = None
+            st.test, st.last_test = None, named or st.last_test
             st.tests += 1
             continue
-        if (t := _TITLE.match(line)) and st.test is not None:
-            if st.matrix is not None:
-                yield from st.unfinished(number, f"another matrix starts at line {number}")
-            st.matrix = _Matrix(st.test, line, t.group(2), number)
-            st.matrices += 1
-            if direction(st.test, line) is None:
-                st.matrix.held.append(
-                    st.cut(number, f"testcase {st.test}: gpulane does not know what it copies "
-                           "where; its matrix is not imported", st.test)
-                )  # fmt: skip
+        if (t := _TITLE.match(line)) and (st.test is not None or _HEADING.search(line)):
+            yield from st.title(line, t.group(2), number)
             continue
         for prefix, key in _VERSIONS.items():
             if line.startswith(prefix):
@@ -345,7 +421,15 @@ def rows_from_lines(
 def _ending(st: _State, last: int, cut: tuple[int, str] | None) -> Iterator[Row]:
     """What the open testcase still lacks where the output ends (or was cut)."""
     if cut is None:
-        yield from st.unfinished(last, f"the output ends at line {last}")
+        said = False
+        for row in st.unfinished(last, f"the output ends at line {last}"):
+            said = said or row.status == "error"
+            yield row
+        if not said and not st.closed and _closes(st.versions.get("nvbandwidth")):
+            after = f"after testcase {st.last_test}" if st.last_test else "after its last testcase"
+            yield st.cut(last, f"the output ends at line {last} {after} without the closing "
+                         f"NOTE that nvbandwidth {st.versions['nvbandwidth']} prints after its "
+                         "last testcase: cut off", st.last_test)  # fmt: skip
         return
     number, text = cut
     reported = False
@@ -354,6 +438,12 @@ def _ending(st: _State, last: int, cut: tuple[int, str] | None) -> Iterator[Row]
         yield row
     if not reported:
         yield st.cut(number, f"the file ends inside line {number} ({text[:60]!r}): cut off")
+
+
+def _closes(version: str | None) -> bool:
+    """Whether this nvbandwidth version prints its NOTE at the end (v0.6 on)."""
+    m = re.match(r"v?(\d+)\.(\d+)", version or "")
+    return m is not None and (int(m.group(1)), int(m.group(2))) >= (0, 6)
 
 
 def stream_rows(
@@ -366,55 +456,3 @@ def stream_rows(
 def parse_nvbandwidth(text: str, source: str = "<text>", run_id: str = "import") -> list[Row]:
     """Rows of nvbandwidth output already in memory."""
     return list(rows_from_lines(text_lines(text), source, run_id))
-
-
-def _cell(row: Row) -> str:
-    extra = row.extra or {}
-    value = extra.get("printed_latency", row.algbw_gbps)
-    return "N/A" if value is None else f"{value:.2f}"
-
-
-def _print_matrix(console: Any, rows: list[Row]) -> None:
-    extra = rows[0].extra or {}
-    say(console, str(extra.get("title")))
-    cells = {(r.extra["row"], r.extra["col"]): _cell(r) for r in rows}
-    cols = sorted({c for _, c in cells})
-    row_ids = sorted({r for r, _ in cells})
-    if "GPU(row)" in str(extra.get("title")):  # square: the diagonal prints N/A
-        cols = row_ids = sorted(set(cols) | set(row_ids))
-    say(console, "  " + "".join(f"{c:>10}" for c in cols))
-    for r in row_ids:
-        say(console, f"{r:>2}" + "".join(f"{cells.get((r, c), 'N/A'):>10}" for c in cols))
-    say(console, "")
-    total = extra.get("sum_gbps", extra.get("sum"))
-    if total is not None:
-        say(console, f"SUM {extra.get('sum_key')} {total:.2f}")
-
-
-def render(rows: Iterable[Row], console: Any) -> None:
-    """Each testcase as nvbandwidth prints it: ``Running <testcase>.``, the matrix title,
-    the matrix and its SUM line; error rows in red."""
-    source = test = None
-    group: list[Row] = []
-    for row in rows:
-        extra = row.extra or {}
-        if group and (row.source, extra.get("test"), extra.get("title")) != (
-            group[0].source, (group[0].extra or {}).get("test"), (group[0].extra or {}).get("title"),
-        ):  # fmt: skip
-            _print_matrix(console, group)
-            group = []
-        if row.source != source:
-            source, test = row.source, None
-            say(console, f"{source}", style="bold")
-        if extra.get("test") != test and extra.get("test"):
-            test = extra.get("test")
-            say(console, f"Running {test}.")
-        if row.status == "error" and "row" not in extra:
-            if group:
-                _print_matrix(console, group)
-                group = []
-            say_error(console, row)
-            continue
-        group.append(row)
-    if group:
-        _print_matrix(console, group)

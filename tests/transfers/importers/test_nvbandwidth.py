@@ -155,11 +155,16 @@ memcpy local GPU(column) bandwidth (GB/s)
  0   1890.00   1891.50
 
 SUM device_local_copy 3781.50
+
+NOTE: The reported results may not reflect the full capabilities of the platform.
+Performance can vary with software drivers, hardware clocks, and system topology.
+
 """
 
 
 def test_newer_layout_with_read1_total_and_a_waived_testcase() -> None:
-    """The layout nvbandwidth v0.8's sources print (output.cpp, inline_common.h)."""
+    """The layout nvbandwidth v0.8's sources print (output.cpp, inline_common.h; the
+    closing NOTE: output.cpp printInfo, after the last testcase)."""
     rows = parse_nvbandwidth(NEWER, "v08.txt")
     total = [r for r in rows if r.extra.get("matrix") == "Total"]
     assert [(r.src, r.dst, r.algbw_gbps) for r in total] == [
