@@ -9,6 +9,7 @@ matches inside the archive when nothing on disk does. The paths handed back keep
 names (``virtual``), so that a figure's ``_file`` and a script's output do not change.
 
     python -m benchmarks.archive pack benchmarks/inference/h200-round10   # D -> D.zip
+    python -m benchmarks.archive pack benchmarks/collectives/h200x2-issue20 runs  # runs/ stays
     python -m benchmarks.archive unpack benchmarks/inference/h200-round10.zip
 
 Packing is deterministic (sorted members, fixed times), so repacking the same files gives
@@ -70,13 +71,25 @@ def real(path: Path) -> Path:
     """A path that can be opened: ``path`` itself where it exists, else its unpacked member
     (a folder too), else ``path`` unchanged (so that the caller's own error names it)."""
     path = Path(path)
-    if path.exists():
-        return path
     found = locate(path)
+    if path.exists():
+        if found is not None and path.is_dir() and found[1] == path.absolute():
+            return _merged(found[0], path)  # a folder packed but for a few files kept out
+        return path
     if found is None:
         return path
     archive, folder = found
     return unpacked(archive) / path.absolute().relative_to(folder)
+
+
+def _merged(archive: Path, folder: Path) -> Path:
+    """The unpacked ``archive`` with what ``folder`` still holds on disk linked in (a
+    README, or runs that tests and the command line read where they are)."""
+    where = unpacked(archive)
+    for child in folder.iterdir():
+        if not (where / child.name).exists():
+            (where / child.name).symlink_to(child.absolute())
+    return where
 
 
 def virtual(path: Path) -> Path:
@@ -120,11 +133,15 @@ def archive_of(path: Path) -> Path:
     return found[0] if found else path
 
 
-def pack(folder: Path) -> Path:
-    """Write ``folder.zip`` from every file under ``folder`` (the folder is left as is)."""
+def pack(folder: Path, keep: tuple[str, ...] = ()) -> Path:
+    """Write ``folder.zip`` from every file under ``folder`` but the entries named in
+    ``keep`` (files or folders directly under it, which stay out, on disk, for the readers
+    that need them there); the folder itself is left as is."""
     folder = Path(folder)
     out = folder.with_name(folder.name + SUFFIX)
-    files = sorted(p for p in folder.rglob("*") if p.is_file())
+    files = sorted(
+        p for p in folder.rglob("*") if p.is_file() and p.relative_to(folder).parts[0] not in keep
+    )
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as zf:
         for p in files:
             info = zipfile.ZipInfo(p.relative_to(folder).as_posix(), _FIXED_TIME)
@@ -136,9 +153,14 @@ def pack(folder: Path) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    if len(args) != 2 or args[0] not in ("pack", "unpack"):
+    if (
+        len(args) < 2
+        or args[0] not in ("pack", "unpack")
+        or (args[0] == "unpack" and len(args) > 2)
+    ):
         print(
-            "usage: python -m benchmarks.archive pack FOLDER | unpack FOLDER.zip", file=sys.stderr
+            "usage: python -m benchmarks.archive pack FOLDER [KEEP ...] | unpack FOLDER.zip",
+            file=sys.stderr,
         )
         return 2
     target = Path(args[1])
@@ -146,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         if not target.is_dir():
             print(f"benchmarks.archive: error: {target}: not a folder", file=sys.stderr)
             return 2
-        print(pack(target))
+        print(pack(target, tuple(args[2:])))
         return 0
     if not target.is_file() or target.suffix != SUFFIX:
         print(f"benchmarks.archive: error: {target}: not a .zip file", file=sys.stderr)
