@@ -8,6 +8,8 @@ import json
 import os
 import tempfile
 from collections.abc import Iterable
+from itertools import repeat
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -90,10 +92,14 @@ class ParquetRows:
                 found = texts[id(v)] = _ENCODE_SORTED(v)
             return found
 
+        # Per line, its dict and its base: the columns below are read from them by map
+        # (a batch holds 10,000 lines, and a column is read from every one of them).
+        dicts = [line for _, line in lines]
+        bases = [base for base, _ in lines]
         columns = []
         for i, name in enumerate(FIELDS):
             if i == _EXTRA:
-                column = [_ENCODE_SORTED(line.get("extra") or {}) for _, line in lines]
+                column = list(map(_ENCODE_SORTED, [line.get("extra") or {} for line in dicts]))
             elif one_base and name not in present:
                 value = lines[0][0][i]
                 columns.append(
@@ -106,11 +112,13 @@ class ParquetRows:
                     value = base[i]
                     column += [text(value) if name in _JSON_COLUMNS else value] * n
             else:
-                column = [line.get(name, base[i]) for base, line in lines]
+                # the line's value, else its base's
+                defaults = repeat(lines[0][0][i]) if one_base else map(itemgetter(i), bases)
+                column = list(map(dict.get, dicts, repeat(name), defaults))
                 if name in _JSON_COLUMNS:
                     column = [text(v) for v in column]
             columns.append(_array(pa, column))
-        columns.append(_array(pa, [line[FACTS_KEY] for _, line in lines]))
+        columns.append(_array(pa, list(map(itemgetter(FACTS_KEY), dicts))))
         return columns
 
     def add(self, row: Row | dict[str, Any]) -> None:

@@ -18,11 +18,11 @@ an error row the session adds beside it is written whole, without ``@facts``).
 
 from __future__ import annotations
 
-import itertools
 import json
 import operator
 import os
 from collections.abc import Callable, Iterable, Sequence
+from itertools import compress
 from pathlib import Path
 from typing import IO, Any
 
@@ -141,31 +141,36 @@ class RunFacts:
         last = self._key
         # The same objects as the last row's (a run's rows share them): the same facts.
         if len(key) != len(last) or not all(map(operator.is_, key, last)):
-            self._key = key
-            run_part = {self._fields[i]: values[i] for i in self._run}
-            run_part["extra"] = shared
-            text = self._encode(run_part)
-            if text != self._text:
-                self._text = text
-                known = self._known.get(text)
-                if known is not None:  # facts met before (a tokens run's decode, prefill)
-                    self.number, self.base = known
-                else:
-                    self._new_base(values, shared)
-                    if len(self._known) < _REUSED:
-                        self._known[text] = (self.number, self.base)
+            self._change(values, key, shared)
         base = self.base
         line: dict[str, Any] = {FACTS_KEY: self.number}
         fields, skip = self._fields, self._extra
         # Most values are the very objects of the first row (None, a run's strings): only
         # the others are compared.
-        for i in itertools.compress(self._indexes, map(operator.is_not, values, base)):
-            v, b = values[i], base[i]
+        for i in compress(self._indexes, map(operator.is_not, values, base)):
+            v = values[i]
+            b = base[i]
             if i != skip and (v != b or type(v) is not type(b)):
                 line[fields[i]] = v
         if own:
             line["extra"] = own
         return base, line
+
+    def _change(self, values: list[Any], key: tuple[Any, ...], shared: dict[str, Any]) -> None:
+        """The row's run part is not the last row's objects: its facts, maybe new ones."""
+        self._key = key
+        run_part = {self._fields[i]: values[i] for i in self._run}
+        run_part["extra"] = shared
+        text = self._encode(run_part)
+        if text != self._text:
+            self._text = text
+            known = self._known.get(text)
+            if known is not None:  # facts met before (a tokens run's decode, prefill)
+                self.number, self.base = known
+            else:
+                self._new_base(values, shared)
+                if len(self._known) < _REUSED:
+                    self._known[text] = (self.number, self.base)
 
     def _new_base(self, values: list[Any], shared: dict[str, Any]) -> None:
         if self._fh is None:

@@ -34,9 +34,10 @@ from __future__ import annotations
 import contextlib
 import importlib
 import json
+import operator
 import os
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -44,7 +45,7 @@ from typing import Any
 
 from gpulane.errors import InputError, RunFailed
 from gpulane.parquet_rows import ParquetRows
-from gpulane.record import ROWS_JSONL, Row, RowWriter, new_run_id, row_values, run_facts
+from gpulane.record import FIELDS, ROWS_JSONL, Row, RowWriter, new_run_id, row_values, run_facts
 from gpulane.rundir import RunDir
 from gpulane.runfacts import RunFacts
 
@@ -90,6 +91,14 @@ def usage() -> str:
     return "\n".join(lines)
 
 
+# A row's line and its first row of facts; the line to rows.jsonl; both to rows.parquet.
+_Sinks = tuple[
+    Callable[[list[Any]], tuple[list[Any], dict[str, Any]]],
+    Callable[[dict[str, Any]], None],
+    Callable[[list[Any], dict[str, Any]], None],
+]
+
+
 class RunOut:
     """``--out DIR``: checked before anything is read; rows appended as they come."""
 
@@ -113,22 +122,27 @@ class RunOut:
         self.writer: RowWriter | None = None
         self.parquet: ParquetRows | None = None
         self.facts: RunFacts | None = None
+        self._sinks: _Sinks | None = None
         self.count = 0
 
     def write(self, row: Row) -> None:
         try:
-            if self.writer is None:
-                # The run's shared facts go to facts.jsonl once, the rows hold their own.
-                self.facts = run_facts(self.path)
-                self.writer = RowWriter(self.path, sync=False, facts=self.facts)
-                self.parquet = ParquetRows(self.path)  # built as rows pass: one batch in memory
-            assert self.parquet is not None and self.facts is not None
-            base, line = self.facts.line(row_values(row))  # once for both files
-            self.writer.write_line(line)
-            self.parquet.add_line(base, line)
+            sinks = self._sinks or self._open()
+            base, line = sinks[0](_values(row))  # once for both files
+            sinks[1](line)
+            sinks[2](base, line)
         except OSError as err:
             raise InputError(f"--out {self.path}: cannot write: {err.strerror or err}") from None
         self.count += 1
+
+    def _open(self) -> _Sinks:
+        # The run's shared facts go to facts.jsonl once, the rows hold their own.
+        self.facts = run_facts(self.path)
+        self.writer = RowWriter(self.path, sync=False, facts=self.facts)
+        self.parquet = ParquetRows(self.path)  # built as rows pass: one batch in memory
+        # bound once: called for every row of a long log
+        self._sinks = (self.facts.line, self.writer.write_line, self.parquet.add_line)
+        return self._sinks
 
     def finish(self) -> None:
         """rows.parquet beside rows.jsonl; a directory this parse made and left empty goes."""
@@ -149,6 +163,15 @@ class RunOut:
         elif self.created:
             with contextlib.suppress(OSError):
                 self.path.rmdir()
+
+
+def _values(row: Row) -> list[Any]:
+    """``row_values(row)``; for a row whose attributes are its fields in order (as an
+    importer builds them) straight from them, without a look-up per field."""
+    attrs = getattr(row, "__dict__", None)
+    if attrs is not None and len(attrs) == len(FIELDS) and all(map(operator.is_, attrs, FIELDS)):
+        return list(attrs.values())
+    return row_values(row)
 
 
 def strict_json(row: Row) -> str:

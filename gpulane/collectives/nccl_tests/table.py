@@ -176,17 +176,72 @@ def redop_blank(cols: list[tuple[str, int]], line: str) -> bool:
 def take_whole(cols: list[tuple[str, int]], line: str) -> list[Value] | None:
     """The values of a line that is exactly one table line (the common case, read
     without the positions that :func:`take` needs); None when it is not."""
+    fast = _whole_reader(cols)
+    found = fast[0].fullmatch(line)
+    if found is not None:  # every token of its column: one match for the whole line
+        return [(c, g, read(tok), tok) for (c, g), read, tok in zip(cols, fast[1], found.groups())]
+    # What the pattern leaves to the readers (other blanks, or no table line at all).
     toks = line.split()
     if len(toks) != len(cols):
         return None
     out: list[Value] = []
-    reader = _READ.get  # _accept without its call per token (every line's every token)
+    reader = _READ.get  # _accept without its call per token
     for (col, g), tok in zip(cols, toks, strict=True):
         value = reader(col, _float)(tok)
         if value is _MISSING:
             return None
         out.append((col, g, value, tok))
     return out
+
+
+# A line's tokens as each column's reader accepts them (the same sets or fewer: a line
+# the pattern refuses is read token by token), in one regular expression per layout.
+_FLOAT_TOKEN = r"[-+]?(?:\d{1,40}\.?\d{0,40}|\.\d{1,40})(?:[eE][-+]?\d{1,4})?|[-+]?(?i:inf|nan)"
+_WORD_TOKEN = r"(?!(?i:inf|nan)\b)[A-Za-z_][A-Za-z0-9_]*"
+_TOKEN = {
+    "size": r"\d{1,30}",
+    "count": r"\d{1,30}",
+    "root": r"[-+]?\d{1,30}",
+    "type": _WORD_TOKEN,
+    "redop": _WORD_TOKEN,
+    "wrong": r"N/A|\d{1,30}",
+    "error": "N/A|" + _FLOAT_TOKEN,
+    "date": r"\d{4}-\d\d-\d\d",
+    "clock": r"\d\d:\d\d:\d\d",
+}
+
+
+def _na_float(tok: str) -> float | None:
+    return None if tok == "N/A" else float(tok)
+
+
+# The value of a token the pattern took, by column (str: the token itself).
+_CONVERT: dict[str, Any] = {
+    "size": int,
+    "count": int,
+    "root": int,
+    "type": str,
+    "redop": str,
+    "wrong": _na_float,
+    "error": _na_float,
+    "date": str,
+    "clock": str,
+}
+# layout id -> (the layout, its pattern, its converters): made once per table header
+_WHOLE: dict[int, tuple[list[tuple[str, int]], re.Pattern[str], tuple[Any, ...]]] = {}
+
+
+def _whole_reader(cols: list[tuple[str, int]]) -> tuple[re.Pattern[str], tuple[Any, ...]]:
+    """The pattern of a whole table line of this layout and its columns' converters."""
+    known = _WHOLE.get(id(cols))
+    if known is None or known[0] is not cols:
+        if len(_WHOLE) >= 64:  # layouts of a long run of logs: keep a few
+            _WHOLE.clear()
+        tokens = r"\s+".join(f"({_TOKEN.get(c, _FLOAT_TOKEN)})" for c, _ in cols)
+        pattern = re.compile(rf"\s*{tokens}\s*", re.ASCII)
+        known = (cols, pattern, tuple(_CONVERT.get(c, float) for c, _ in cols))
+        _WHOLE[id(cols)] = known
+    return known[1], known[2]
 
 
 def take(
@@ -213,47 +268,43 @@ def take(
     return out, line[tail_from:] if out else line
 
 
-def _finite_of(got: dict[str, tuple[Any, str]], name: str) -> float | None:
-    """A column's value as a finite float; None where it is absent, N/A, inf or nan."""
-    found = got.get(name)
-    if found is None or found[0] is None:
-        return None
-    value = float(found[0])
-    return value if math.isfinite(value) else None
+# The float columns of a placement, in Measurement's order after busbw's wrong, error.
+_FLOATS = ("time", "algbw", "busbw", "i_min", "i_max", "i_p99", "i_cv")
 
 
 def measurements(values: list[Value], cols: Columns) -> list[Measurement]:
     out: list[Measurement] = []
-    by_group: list[dict[str, tuple[Any, str]]] = [{} for _ in cols.groups]
+    got: list[dict[str, Any]] = [{} for _ in cols.groups]  # per placement: column -> value
+    text: list[dict[str, str]] = [{} for _ in cols.groups]  # column -> printed token
     for c, gg, v, tok in values:
         if gg >= 0:
-            by_group[gg][c] = (v, tok)
+            got[gg][c] = v
+            text[gg][c] = tok
     for g, names in enumerate(cols.groups):
-        got = by_group[g]
-        if len(got) < len(names):
+        vals = got[g]
+        if len(vals) < len(names):
             break
-        wrong: int | None = None
-        max_error: float | None = None
-        if "wrong" in got:
-            w = got["wrong"][0]
-            wrong = None if w is None or not math.isfinite(w) else int(w)
-        if "error" in got:
-            e = got["error"][0]
-            max_error = None if e is None else float(e)
+        w = vals.get("wrong")
+        e = vals.get("error")
+        # absent, N/A, inf or nan: None (v - v is 0.0 for a finite float only)
+        t, a, b, lo, hi, p99, cv = [
+            None if v is None or v - v != 0.0 else v for v in map(vals.get, _FLOATS)
+        ]
         out.append(
             Measurement(
-                in_place=g == 1,
-                time_us=_finite_of(got, "time"),
-                algbw_gbps=_finite_of(got, "algbw"),
-                busbw_gbps=_finite_of(got, "busbw"),
-                wrong=wrong,
-                max_error=max_error,
-                cputime=cols.cputime,
-                i_min_us=_finite_of(got, "i_min"),
-                i_max_us=_finite_of(got, "i_max"),
-                i_p99_us=_finite_of(got, "i_p99"),
-                i_cv_pct=_finite_of(got, "i_cv"),
-                text={c: tok for c, (_, tok) in got.items()},
+                g == 1,
+                t,
+                a,
+                b,
+                None if w is None or not math.isfinite(w) else int(w),
+                None if e is None else float(e),
+                cols.cputime,
+                lo,
+                hi,
+                p99,
+                cv,
+                None,
+                text[g],
             )
         )
     return out
