@@ -123,7 +123,7 @@ def probe_topology(under_load: bool = False, sys_root: str = "/sys") -> Topology
             )
         _read_sysfs(inp, probe, sysfs, sys_root)
         topo = build(inp)
-        mark_unread(topo, probe)  # one GPU NVML cannot open: named, the others kept
+        mark_unread(topo, probe, under_load)  # one GPU NVML cannot open: named
         _judge_links(topo, probe, under_load, why)
         return topo
     finally:
@@ -291,7 +291,7 @@ def _judge_links(
     for i in range(probe.count if probe is not None else 0):
         if probe is not None and probe.mig_on(i):
             topo.warnings.append(f"GPU{i}: {MIG_WORDS}")
-    if under_load and probe is not None and topo.gpus:
+    if under_load and probe is not None and topo.gpus and not probe.unread:
         _load_check(probe, topo)
     elif topo.gpus and any(
         g.pcie is not None

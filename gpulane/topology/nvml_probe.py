@@ -237,12 +237,20 @@ UNREAD_WORDS = (
 )
 
 
-def mark_unread(topo: Topology, probe: NvmlProbe | None) -> None:
+def mark_unread(topo: Topology, probe: NvmlProbe | None, under_load: bool = False) -> None:
     """Name in ``topo`` each GPU NVML counts but could not open, with NVML's error: on the
     GPU itself (``unreadable``; added when no other source listed it) and in the warnings,
-    so that nothing reads its missing facts as fine."""
+    so that nothing reads its missing facts as fine. The load check is then not run: CUDA
+    may or may not count such a GPU, so its device numbers cannot be matched to NVML's,
+    and a link read while another GPU copies would be judged as if under load."""
     if probe is None or not probe.unread:
         return
+    if under_load:
+        lost = ", ".join(f"GPU{i}" for i in sorted(probe.unread))
+        topo.warnings.append(
+            f"load check not run: {lost} could not be read through NVML, so CUDA's device "
+            "numbers cannot be matched to NVML's; the links are read at idle only"
+        )
     # build() counts NVML's GPUs as "nvidia-smi -q"'s against the matrix: here the ones
     # missing are the unread ones, not another machine's capture.
     topo.warnings = [w for w in topo.warnings if not w.startswith("nvidia-smi -q lists ")]

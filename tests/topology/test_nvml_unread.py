@@ -170,3 +170,19 @@ def test_doctor_never_says_ok_over_the_unread_gpu(nvml_dir: Path) -> None:
     assert report["checks_run"]["pcie_link"] != "ok"
     # the seven other links were read and are at Gen4 x16: nothing else said of them
     assert [t for c, t in found if c == "pcie_link"] == ["GPU5: PCIe link not checked"]
+
+
+def test_load_check_not_run_beside_an_unread_gpu(machine: Callable[..., None]) -> None:
+    """CUDA's numbering cannot be matched to NVML's when one GPU is missing from NVML:
+    no copy burst, and the warning says why (never a link "read under load" on the wrong
+    GPU)."""
+    from gpulane.topology.live import probe_topology
+
+    machine("a100x8_nv12", lost="5:0")
+    topo = probe_topology(under_load=True)
+    assert "under_load" not in topo.sources
+    assert (
+        "load check not run: GPU5 could not be read through NVML, so CUDA's device numbers "
+        "cannot be matched to NVML's; the links are read at idle only"
+    ) in topo.warnings
+    assert [g.unreadable for g in topo.gpus].count("NVML: GPU is lost") == 1
