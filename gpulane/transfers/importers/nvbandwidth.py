@@ -35,7 +35,8 @@ A cut that falls exactly between two testcases: nvbandwidth announces no list of
 testcases, but from v0.6 on it prints a closing ``NOTE: The reported results may not
 reflect ...`` after its last testcase (output.cpp ``printInfo``, called at the end of
 ``main``; it exits before it on a failure, error_handling.h). An output of v0.6 or later
-that ends without that note gets one error row naming the last testcase read. Before
+that ends without that note gets one error row naming the last testcase read (so does a
+run of a log of several runs, where the next run's header starts). Before
 v0.6 the note came first (``NOTE: This tool reports current measured bandwidth``), so
 an output of v0.1-v0.5, or one whose version line is not in the file, cannot be told
 from one cut right after a testcase's ``SUM`` line.
@@ -270,6 +271,21 @@ class _State:
         yield from m.held
         self.matrix, self.last_test = None, m.test
 
+    def run_ends(self, number: int) -> Iterator[Row]:
+        """Where a log holds several runs (one after another, each with its header), what
+        the run before line ``number`` lacks: its open matrix, or v0.6+'s closing NOTE."""
+        said = False
+        for row in self.unfinished(number, f"another run starts at line {number}"):
+            said = said or row.status == "error"
+            yield row
+        version = self.versions.get("nvbandwidth")
+        if self.tests and not said and not self.closed and _closes(version):
+            after = f"testcase {self.last_test}" if self.last_test else "its last testcase"
+            yield self.cut(number, f"the run before line {number} ends after {after} "
+                           f"without the closing NOTE that nvbandwidth {version} prints: "
+                           "cut off", self.last_test)  # fmt: skip
+        self.test, self.matrices, self.closed = None, 0, False
+
     def waived(self, test: str, number: int) -> Row:
         """v0.1-v0.2's ``Waiving <testcase>.``: the testcase named, not run."""
         self.test, self.matrices, self.last_test = None, 0, test
@@ -407,6 +423,8 @@ def rows_from_lines(
             continue
         for prefix, key in _VERSIONS.items():
             if line.startswith(prefix):
+                if key == "nvbandwidth":  # another run's header: the one before it ended
+                    yield from st.run_ends(number)
                 st.versions[key] = line[len(prefix) :].strip()
                 break
         else:

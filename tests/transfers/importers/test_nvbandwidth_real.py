@@ -190,3 +190,22 @@ def test_cut_anywhere_gives_rows_before_the_cut_and_one_error(
         assert by_cell[(r.extra["line"], r.src, r.dst)] == r.algbw_gbps
     errors = [r for r in rows if r.status == "error"]
     assert len(errors) == 1, [r.error for r in errors]
+
+
+def test_runs_one_after_another_each_judged_by_its_note(tmp_path: Path) -> None:
+    """A log of several runs (as the notes behind WHOLE hold five): a run cut between
+    testcases is seen where the next run's header starts; whole runs give no error."""
+    path = tmp_path / "runs.txt"
+    path.write_text(_text(WHOLE) + "\n" + _text(WHOLE))
+    rows = _rows(path) or []
+    assert [r.status for r in rows].count("error") == 0 and len(rows) == 2 * 56
+    path.write_text(_text(BETWEEN) + "\n" + _text(WHOLE))
+    rows = _rows(path) or []
+    (err,) = [r for r in rows if r.status == "error"]
+    at = _text(BETWEEN).count("\n") + 2  # the second run's "nvbandwidth Version:" line
+    assert err.error == (
+        f"{path}:{at}: the run before line {at} ends after testcase "
+        "device_to_device_bidirectional_memcpy_read_ce without the closing NOTE that "
+        "nvbandwidth v0.10.0 prints: cut off"
+    )
+    assert len([r for r in rows if r.status == "ok"]) == 238 + 56
