@@ -72,7 +72,7 @@ def advise(
                 continue
             placement = place(topology, gpus, tp, pp)
             p = predict(shape, tp, pp, wl, comms, compute, placement, spec.memory_gib)
-            p.basis = basis_of(compute, _collectives_basis(p), errors or {})
+            p.basis = basis_of(compute, _collectives_basis(p), errors or {}, shape.name, gpus)
             out.predictions.append(p)
             for phase in (p.decode, p.prefill):
                 for c in phase.calls if phase else []:

@@ -108,6 +108,9 @@ class Compute:
     # what each TP collective of a decode step costs beyond its measured curve (0: the
     # curve alone), fitted by :mod:`~gpulane.planning.step_collectives`
     decode_collective_ms: float = 0.0
+    # (model, device) of the token rows the fit used: another model's rows carry over
+    # with an error of their own (gpulane.planning.uncertainty.basis_of)
+    calibrated_on: tuple[tuple[str, str], ...] = ()
 
     def decode_ms(
         self, shape: ModelShape, tp: int, pp: int, stage: int, seqs: int, ctx: int, dbytes: int
@@ -311,7 +314,15 @@ def calibrate(
         compiled=compiled,
         host_kernel_ms=host_k,
         host_collective_ms=host_c,
+        calibrated_on=tuple(sorted({(str(r.model), row_device(r)) for r in rows})),
     )
+
+
+def row_device(row: Row) -> str:
+    """What a token row ran on: the GPU its versions name, else "cpu"."""
+    versions = row.versions if isinstance(row.versions, dict) else {}
+    gpu = versions.get("gpu") if row.backend != "torch-gloo" else None
+    return str(gpu or "cpu")
 
 
 # An eager prefill this much slower than its graph replay was bound by the host's launches

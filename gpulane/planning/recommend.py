@@ -49,7 +49,9 @@ def explain(p: Prediction, build: str) -> str:
     """What one split's decode step is made of, in words."""
     d = p.decode
     assert d is not None
-    parts = [f"{p.name}: decode step {rounded(d.time_ms, p.basis.error if p.basis else None)} ms"]
+    parts = [
+        f"{p.name}: decode step {rounded(d.time_ms, p.basis.rounding() if p.basis else None)} ms"
+    ]
     pl = p.placement
     if p.tp > 1:
         parts.append(
@@ -121,7 +123,7 @@ def recommend(
         ranked = sorted(cands, key=key)
         best = ranked[0]
         assert best.decode is not None and best.prefill is not None
-        err = best.basis.error if best.basis else None
+        err = best.basis.rounding() if best.basis else None
         unit = "ms" if goal == "latency" else "tok/s"
         metric = (
             f"{rounded(best.request_ms or 0, err)} ms per request of {best.output_len} tokens"

@@ -42,7 +42,7 @@ def _pct(x: float | None) -> str:
 
 def figure(p: Prediction, value: float) -> str:
     """``value`` to the digits the prediction's basis allows."""
-    return rounded(value, p.basis.error if p.basis else None)
+    return rounded(value, p.basis.rounding() if p.basis else None)
 
 
 def _row(p: Prediction) -> list[str]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from gpulane.errors import InputError
@@ -23,15 +23,27 @@ BASIS_TEXT = {
 }
 
 
+# expected_error keys that start so are validations of a calibration on one model's
+# token rows predicting another model (calibrated_on, predicts, device, gpus)
+CROSS_MODEL = "cross_model"
+NO_CROSS_VALIDATION = "cross-model: no validation, expect a wide error"
+
+
 @dataclass(frozen=True)
 class ExpectedError:
     """(predicted - measured) / measured over a validation table: its range, and how many
-    of its figures were within 15 %."""
+    of its figures were within 15 %. A cross-model entry also names the pair it
+    validated: rows of ``calibrated_on`` on ``device`` predicting ``predicts`` split over
+    ``gpus``."""
 
     low: float
     high: float
     within_15: int
     of: int
+    calibrated_on: str | None = None
+    predicts: str | None = None
+    device: str | None = None
+    gpus: int | None = None
 
     def rate_range(self) -> tuple[float, float]:
         """Where a measured rate (tok/s) fell against the predicted one: measured /
@@ -56,9 +68,24 @@ class Basis:
     compute: str  # a key of BASES
     collectives: str  # measured, projected, or none (one GPU)
     error: ExpectedError | None
+    # calibrated on another model's token rows: on what, and the validation of that pair
+    # (or NO_CROSS_VALIDATION); None when calibrated on the model's own rows
+    cross_model: str | None = None
+
+    @property
+    def unvalidated(self) -> bool:
+        """Calibrated on another model with no validation of that pair: no band to give."""
+        return self.cross_model is not None and self.error is None
+
+    def rounding(self) -> ExpectedError | None:
+        """The error a figure's digits follow: an unvalidated cross-model one is wide."""
+        return WIDE if self.unvalidated else self.error
+
+    def _head(self) -> str:
+        return BASIS_TEXT[self.compute] + (f" ({self.cross_model})" if self.cross_model else "")
 
     def text(self) -> str:
-        parts = [BASIS_TEXT[self.compute]]
+        parts = [self._head()]
         if self.collectives == "projected":
             parts.append("collectives projected, not validated")
         if self.error is not None:
@@ -67,9 +94,7 @@ class Basis:
 
     def cell(self) -> str:
         """The table's column: "roofline only, colls projected; tok/s -52..-2 %, ms +2..+107 %"."""
-        head = BASIS_TEXT[self.compute] + (
-            ", colls projected" if self.collectives == "projected" else ""
-        )
+        head = self._head() + (", colls projected" if self.collectives == "projected" else "")
         if self.error is None:
             return head
         low, high = self.error.rate_range()
@@ -80,7 +105,7 @@ class Basis:
 
     def short(self, unit: str = "tok/s") -> str:
         """e.g. "roofline only; expect -52 %..-2 %" for one figure of ``unit``."""
-        parts = [BASIS_TEXT[self.compute]]
+        parts = [self._head()]
         if self.collectives == "projected":
             parts.append("collectives projected")
         if self.error is not None:
@@ -92,6 +117,7 @@ class Basis:
         return {
             "compute": self.compute,
             "collectives": self.collectives,
+            "cross_model": self.cross_model,
             "expected_error": None
             if err is None
             else {"low": err.low, "high": err.high, "within_15": err.within_15, "of": err.of},
@@ -99,21 +125,37 @@ class Basis:
         }
 
 
+# the digits of a figure with no band (2: as for an error over 30 %)
+WIDE = ExpectedError(-1.0, 1.0, 0, 0)
+
+
 def expected_errors(conf: Mapping[str, Any] | None) -> dict[str, ExpectedError]:
-    """The ``expected_error:`` block of conf/advise.yaml, checked."""
+    """The ``expected_error:`` block of conf/advise.yaml, checked: one entry per basis,
+    and ``cross_model...`` entries with the pair each validated."""
     out = {}
     for key, value in dict(conf or {}).items():
-        if key not in BASES:
-            raise InputError(f"expected_error.{key}: not a basis; expected one of {BASES}")
+        cross = str(key).startswith(CROSS_MODEL)
+        if key not in BASES and not cross:
+            raise InputError(
+                f"expected_error.{key}: not a basis; expected one of {BASES} or {CROSS_MODEL}_*"
+            )
+        need = "low, high, within_15, of" + (
+            ", calibrated_on, predicts, device, gpus" if cross else ""
+        )
         try:
-            out[key] = ExpectedError(
+            band = ExpectedError(
                 float(value["low"]), float(value["high"]), int(value["within_15"]),
                 int(value["of"]),
             )  # fmt: skip
+            if cross:
+                band = replace(
+                    band, calibrated_on=str(value["calibrated_on"]),
+                    predicts=str(value["predicts"]), device=str(value["device"]),
+                    gpus=int(value["gpus"]),
+                )  # fmt: skip
+            out[key] = band
         except (KeyError, TypeError, ValueError):
-            raise InputError(
-                f"expected_error.{key}: expected {{low, high, within_15, of}}, got {value!r}"
-            ) from None
+            raise InputError(f"expected_error.{key}: expected {{{need}}}, got {value!r}") from None
     return out
 
 
@@ -127,9 +169,40 @@ def compute_basis(compute: Compute) -> str:
     return "calibrated_one_factor"
 
 
-def basis_of(compute: Compute, collectives: str, errors: Mapping[str, ExpectedError]) -> Basis:
+def basis_of(
+    compute: Compute,
+    collectives: str,
+    errors: Mapping[str, ExpectedError],
+    model: str | None = None,
+    gpus: int | None = None,
+) -> Basis:
+    """The basis of a prediction of ``model`` on ``gpus``. Calibrated on another model's
+    rows, the band is that of a validation of the same pair (calibration model and
+    device, model predicted, GPUs, the two-term fit) where the project has one; else
+    none, said in words: the same-model tables say nothing of how a fit carries to
+    another model."""
     kind = compute_basis(compute)
-    return Basis(kind, collectives, errors.get(kind))
+    others = sorted({m for m, _ in compute.calibrated_on if m != model})
+    if kind == "roofline" or model is None or not others:
+        return Basis(kind, collectives, errors.get(kind))
+    devices = sorted({d for _, d in compute.calibrated_on})
+    on = f"on {', '.join(others)}, {', '.join(devices)}"
+    found = next(
+        (
+            e
+            for e in errors.values()
+            if kind == "calibrated"
+            and e.predicts == model
+            and [e.calibrated_on] == others
+            and [e.device] == devices
+            and e.gpus == gpus
+        ),
+        None,
+    )
+    if found is None:
+        return Basis(kind, collectives, None, f"{on}; {NO_CROSS_VALIDATION}")
+    validated = f"cross-model, validated {others[0]} -> {model} on {gpus} GPUs"
+    return Basis(kind, collectives, found, f"{on}; {validated}")
 
 
 def too_close_to_call(margin: float, error: ExpectedError) -> bool:
