@@ -30,6 +30,11 @@ from gpulane.topology.model import Topology
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
+if str(ROOT) not in sys.path:  # run as a script: benchmarks.* beside gpulane
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.archive import real  # noqa: E402  (a folder packed as <folder>.zip)
+
 H200X2 = ROOT / "benchmarks" / "collectives" / "h200x2"
 DEFAULT_LOGS = [
     f"{b}={H200X2 / f'nt-{op}-{b}.txt'}"
@@ -61,7 +66,7 @@ def _num(value: Any) -> float | None:
 
 def measured_rows(paths: Sequence[str]) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
-    for p in paths:
+    for p in (str(real(Path(x))) for x in paths):
         if Path(p).exists() and (Path(p).is_file() or find_run_dirs(p)):
             rows += [r for r in records(load_frame([p])) if r.get("kind") == "tokens"]
     return [r for r in rows if (r.get("status") or "ok") == "ok"]
@@ -111,6 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     coll = [r for r in records(load_frame(args.collectives)) if r.get("kind") == "collective"]
     for spec in args.log:
         build, _, path = spec.partition("=")
+        path = str(real(Path(path)))
         if Path(path).exists():
             coll += [r.to_dict() for r in rows_from_file(path, build=build)]
     tokens = measured_rows(args.tokens)
