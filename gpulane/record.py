@@ -245,6 +245,9 @@ _ENCODE = _Encoder(json.JSONEncoder(default=str))
 _ENCODE_SORTED = _Encoder(json.JSONEncoder(sort_keys=True, default=str))
 # Row lines that hold only a row's own values: no spaces (they are most of such a line).
 _ENCODE_COMPACT = _Encoder(json.JSONEncoder(default=str, separators=(",", ":")))
+# The same text for a row's line (RunFacts.line: flat values, a small dict of its own in
+# extra), without the check for a dict that holds itself (a mark per dict encoded).
+_ENCODE_LINE = _Encoder(json.JSONEncoder(default=str, separators=(",", ":"), check_circular=False))
 
 
 def rows_file(run_dir: str | os.PathLike[str]) -> Path:
@@ -348,7 +351,7 @@ class RowWriter:
 
     def write_line(self, line: dict[str, Any]) -> None:
         """A row's line of its own values (:meth:`RunFacts.line`)."""
-        self._fh.write(_ENCODE_COMPACT(line) + "\n")
+        self._fh.write(_ENCODE_LINE(line) + "\n")
 
     def close(self) -> None:
         if self.facts is not None:
