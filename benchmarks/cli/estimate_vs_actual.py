@@ -27,30 +27,32 @@ import time
 from pathlib import Path
 
 CPU = ["device=cpu", "progress=true", "timeout_s=300"]
-# name -> the sweep's arguments; each under ~2 minutes on the 2-core machine
+# name -> the sweep's arguments: sizes large enough that the last lines hold most of the
+# time (as on a GPU), each 15-60 s on the 2-core machine at load 3-5, less on a larger one
 SHAPES: dict[str, list[str]] = {
-    "doubling-8B-8M": ["ranks=2", "sizes.min=8", "sizes.max=8M"],
-    "two-collectives-1K-4M": [
+    "doubling-8B-128M": ["ranks=2", "sizes.min=8", "sizes.max=128M"],
+    "two-collectives-1K-32M": [
         "ranks=2",
         "collectives=[all_reduce,all_gather]",
         "sizes.min=1K",
-        "sizes.max=4M",
+        "sizes.max=32M",
     ],
-    "linear-512K-8M-step-512K": [
+    "linear-4M-64M-step-4M": [
         "ranks=2",
-        "sizes.min=512K",
-        "sizes.max=8M",
-        "sizes.step=512K",
+        "sizes.min=4M",
+        "sizes.max=64M",
+        "sizes.step=4M",
         "iters=5",
     ],
-    "two-dtypes-8B-2M": ["ranks=2", "dtype=[float,double]", "sizes.min=8", "sizes.max=2M"],
-    "4-ranks-on-2-cores-8B-1M": ["ranks=4", "sizes.min=8", "sizes.max=1M", "iters=10"],
+    "two-dtypes-8B-32M": ["ranks=2", "dtype=[float,double]", "sizes.min=8", "sizes.max=32M"],
+    "4-ranks-8B-16M": ["ranks=4", "sizes.min=8", "sizes.max=16M", "iters=10"],
 }
 LINE = re.compile(
     r"^# progress: (?P<done>\d+)/(?P<total>\d+) points, (?P<elapsed>\d+:\d\d:\d\d) elapsed, "
     r"ETA (?P<eta>\d+:\d\d:\d\d)(?: ±(?P<band>\d+) %| \((?P<rough>rough)\))?"
 )
 AT = 0.10  # the estimate after this share of the points
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def seconds(clock: str) -> int:
@@ -60,7 +62,9 @@ def seconds(clock: str) -> int:
 
 def run_shape(name: str, args: list[str], every_s: float) -> dict[str, object]:
     with tempfile.TemporaryDirectory(prefix="gpulane-eta-") as tmp:
-        env = {**os.environ, "GPULANE_PROGRESS_S": str(every_s)}
+        # the sweep runs in a scratch folder: this checkout's gpulane, installed or not
+        path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
+        env = {**os.environ, "GPULANE_PROGRESS_S": str(every_s), "PYTHONPATH": path}
         for key in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
             env.pop(key, None)
         argv = [sys.executable, "-m", "gpulane", "sweep", *CPU, *args, f"results_dir={tmp}"]
@@ -132,7 +136,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", type=Path, help="JSON Lines, one record per shape")
     parser.add_argument("--only", action="append", choices=sorted(SHAPES))
-    parser.add_argument("--every", type=float, default=1.0, help="GPULANE_PROGRESS_S")
+    # a progress line every 0.25 s, so that the one read comes soon after 10 % of the points
+    parser.add_argument("--every", type=float, default=0.25, help="GPULANE_PROGRESS_S")
     parser.add_argument("--machine", type=Path, help="where the machine's lines go")
     opts = parser.parse_args()
     names = opts.only or list(SHAPES)

@@ -5,9 +5,10 @@ the large sizes go before the small ones are done.
 A doubling sweep spends most of its time on its last few sizes, and the first points
 cannot tell how those go: on a loaded 2-core host a gloo line's time jumped tenfold
 between 128 KiB and 256 KiB and then grew as about size^0.3 (benchmarks/cli/README.md).
-One call at the largest size, and one halfway and three quarters up the range of sizes
-(in log), cost a few per cent of the sweep: the largest line alone makes warm-up + iters
-+ check calls per placement, 52 by default.
+Two calls (the second timed) at the largest size, and at sizes halfway and three
+quarters up the range of sizes (in log), and a fill and a check on at most 4 MiB, cost a
+few per cent of the sweep: the largest line alone makes warm-up + iters + check calls
+per placement, 26 by default, with two fills and a check.
 
 The ranging calls are no rows and no measurement: their buffers are the sweep's own and
 their results are dropped; for the points after them they act as extra warm-up at most.
@@ -19,11 +20,13 @@ from __future__ import annotations
 
 import json
 import math
+import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from gpulane.collectives.backends.base import Backend
-from gpulane.collectives.pattern import fill_inputs
+from gpulane.collectives.pattern import count_wrong, fill_inputs
 from gpulane.collectives.spec import plan_point
 from gpulane.rank import RankContext
 from gpulane.rundir import HEARTBEAT_DIR
@@ -40,6 +43,10 @@ AT_SHARES = (0.5, 0.75, 1.0)
 # Calls per ranging size: the first settles the size's buffers and connections, the last
 # is the one timed.
 CALLS = 2
+# The fill and the check are timed on at most this many bytes and scaled to the size: they
+# go as the elements (a loop over chunks), and 4 MiB is enough elements (1 Mi floats) that
+# their fixed cost is lost in it, few enough to cost little.
+FILL_AT = 4 << 20
 
 
 def ranging_sizes(sizes: list[int]) -> list[int]:
@@ -60,18 +67,39 @@ def ranging_path(run_dir: Path) -> Path:
     return run_dir / HEARTBEAT_DIR / RANGING_FILE
 
 
-def read_ranging(run_dir: Path) -> dict[tuple[str, int], tuple[float, int]]:
-    """(collective, size) -> (seconds a call, placements the collective runs in), as
-    rank 0 wrote them (complete lines)."""
+@dataclass(frozen=True)
+class Shot:
+    """Rank 0's ranging shot at one size: seconds of a call, of filling the inputs and of
+    checking the result, and the placements the collective runs in."""
+
+    call_s: float
+    fill_s: float
+    check_s: float
+    placements: int
+
+    def line_s(self, timing: Any) -> float:
+        """A line's seconds at the shot's pace: in every placement, its calls and, as the
+        harness does, one fill, then a fill, a call and a check per checked call."""
+        calls = timing.warmup + timing.check_iters
+        calls += timing.iters * (timing.graph_launches if timing.graph else 1)
+        fills = 1 + timing.check_iters
+        one = calls * self.call_s + fills * self.fill_s + timing.check_iters * self.check_s
+        return self.placements * one
+
+
+def read_ranging(run_dir: Path) -> dict[tuple[str, int], Shot]:
+    """(collective, size) -> its :class:`Shot`, as rank 0 wrote them (complete lines)."""
     try:
         text = ranging_path(run_dir).read_text(encoding="utf-8")
     except OSError:
         return {}
-    out: dict[tuple[str, int], tuple[float, int]] = {}
+    out: dict[tuple[str, int], Shot] = {}
     for line in text.splitlines():
         try:
             one = json.loads(line)
-            out[(str(one["op"]), int(one["size"]))] = (float(one["s"]), int(one["placements"]))
+            shot = Shot(float(one["s"]), float(one["fill_s"]), float(one["check_s"]),
+                        int(one["placements"]))  # fmt: skip
+            out[(str(one["op"]), int(one["size"]))] = shot
         except (ValueError, KeyError, TypeError):
             continue  # a line being written
     return out
@@ -92,6 +120,7 @@ def range_sweep(backend: Backend, plan: Any, ctx: RankContext, allowance: Any) -
         return
     dtype = plan.dtypes[0]
     for op in plan.collectives:
+        filled: dict[int, tuple[float, float]] = {}  # size -> its fill's and check's seconds
         for size in reversed(sizes):  # the largest first: the figure that matters most
             point = plan_point(op, size, dtype, plan.redop, max(plan.root, 0), ctx.world_size)
             places = [ip for ip in plan.placements if backend.supports(point, ip) is None]
@@ -100,29 +129,67 @@ def range_sweep(backend: Backend, plan: Any, ctx: RankContext, allowance: Any) -
             # index 0, so that the watchdog allows the point's time (a start-up beat
             # would not); the forecast tells it from the first point by its label
             ctx.heartbeat(0, f"ranging {op} {format_size(size)}", allowance(point))
-            seconds = _shot(backend, point, places[0])
+            call_s = _call_s(backend, point, places[0])
+            # the fill and the check go as the elements: timed on at most FILL_AT bytes
+            at = min(size, FILL_AT)
+            if at not in filled:
+                small = plan_point(op, at, dtype, plan.redop, max(plan.root, 0), ctx.world_size)
+                filled[at] = _fill_check_s(backend, small, places[0])
+            fill_s, check_s = (t * size / at for t in filled[at])
             if ctx.is_leader:
-                _report(ctx, op, size, seconds, len(places))
+                _report(ctx, op, size, Shot(call_s, fill_s, check_s, len(places)))
 
 
-def _shot(backend: Backend, point: Any, in_place: bool) -> float:
+def _call_s(backend: Backend, point: Any, in_place: bool) -> float:
+    """Seconds of the last of CALLS calls, every rank starting them together."""
     bufs = backend.allocate(point, in_place)
     fill_inputs(backend.ops, point, backend.rank, bufs.send, bufs.recv)
     call = backend.prepare(point, bufs)
     backend.synchronize()
-    backend.control.barrier()  # every rank starts the calls together
+    backend.control.barrier()
     times = backend.time_loop(call, CALLS)
     backend.control.barrier()
     return float(times[-1])
 
 
-def _report(ctx: RankContext, op: str, size: int, seconds: float, placements: int) -> None:
+def _fill_check_s(backend: Backend, point: Any, in_place: bool) -> tuple[float, float]:
+    """Seconds to fill the inputs and to check the result, as a line does around its
+    calls (the check's count dropped: nothing was called). At large sizes on a CPU they
+    take longer than the calls: on the 2-core machine (2026-12-02, load 3-5) a 64 MiB
+    gloo line took 7 s wall for 26 calls of 84 ms."""
+    bufs = backend.allocate(point, in_place)
+    backend.control.barrier()
+    began = time.perf_counter()
+    fill_inputs(backend.ops, point, backend.rank, bufs.send, bufs.recv)
+    backend.synchronize()
+    fill_s = time.perf_counter() - began
+    began = time.perf_counter()
+    count_wrong(backend.ops, point, backend.rank, bufs.recv)
+    backend.synchronize()
+    check_s = time.perf_counter() - began
+    backend.control.barrier()
+    return fill_s, check_s
+
+
+def _report(ctx: RankContext, op: str, size: int, shot: Shot) -> None:
     path = ranging_path(ctx.run_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
+    record = {
+        "op": op,
+        "size": size,
+        "s": shot.call_s,
+        "fill_s": shot.fill_s,
+        "check_s": shot.check_s,
+        "placements": shot.placements,
+    }
     with open(path, "a", encoding="utf-8") as fh:
-        fh.write(
-            json.dumps({"op": op, "size": size, "s": seconds, "placements": placements}) + "\n"
-        )
+        fh.write(json.dumps(record) + "\n")
+    ctx.note(
+        f"# ranging: {op} {format_size(size)} {_ms(shot.call_s)} ms a call "
+        f"({_ms(shot.fill_s + shot.check_s)} ms to fill and check)"
+    )
+
+
+def _ms(seconds: float) -> str:
     ms = seconds * 1e3
-    shown = f"{ms:.0f}" if ms >= 100 else f"{ms:.3g}"
-    ctx.note(f"# ranging: {op} {format_size(size)} {shown} ms a call")
+    return f"{ms:.0f}" if ms >= 100 else f"{ms:.3g}"

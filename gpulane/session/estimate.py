@@ -92,9 +92,9 @@ class SweepForecast:
     """The time left of a sweep, from the lines done so far (see the module's text).
 
     ``lines``: (collective, size) per table line, in order; ``prior_a``/``prior_b``: the
-    a-priori seconds of a line as ``a + b * size``; ``calls_per_placement``: the calls one
-    line makes in each placement, which turns a ranging call's seconds into a line's (None:
-    the ranging shot is not used). The session tells it how many lines are done
+    a-priori seconds of a line as ``a + b * size``; ``timing``: the plan's warm-up, iters and
+    checks, which turn a ranging shot's seconds into a line's (None: the ranging shot is
+    not used). The session tells it how many lines are done
     (:meth:`observe`, with the time); it answers :meth:`eta` and :meth:`now_doing`."""
 
     def __init__(
@@ -103,7 +103,7 @@ class SweepForecast:
         prior_a: float,
         prior_b: float,
         run_dir: Path | None = None,
-        calls_per_placement: int | None = None,
+        timing: Any | None = None,
     ) -> None:
         self.lines = lines
         # where rank 0's heartbeat says when the first point began (the ranks' start-up
@@ -112,11 +112,11 @@ class SweepForecast:
         self.first_start: float | None = None
         self.prior_a = prior_a
         self.prior_b = prior_b
-        self.calls_per_placement = calls_per_placement
+        self.timing = timing
         self.done = 0
         self.last_end: float | None = None  # when the latest line was seen done
         self.took: dict[int, float] = {}  # line -> seconds (the first line: start-up too)
-        # (op, size) -> a ranging call's seconds x the calls of a line (its placements')
+        # (op, size) -> a line's seconds at its ranging shot's pace
         self.ranged: dict[tuple[str, int], float] = {}
         self._ranging_bytes = -1
         self._cache: dict[tuple[str, int, bool], float] = {}
@@ -128,7 +128,7 @@ class SweepForecast:
         kind = "cuda" if device == "cuda" else "cpu"
         per_line = _calls(plan) * len(plan.placements) * _turns(kind, ranks, cores)
         a, b = per_line * LATENCY_S[kind], per_line / (FORECAST_GBPS[kind] * 1e9)
-        return cls(plan_lines(plan), a, b, run_dir, _calls(plan))
+        return cls(plan_lines(plan), a, b, run_dir, plan.timing)
 
     def _first_point_started(self, now: float) -> float | None:
         """When rank 0 began the first point (its heartbeat), on this clock."""
@@ -142,7 +142,7 @@ class SweepForecast:
 
     def _read_ranging(self) -> None:
         """Rank 0's ranging calls, read again whenever the file grew."""
-        if self.run_dir is None or self.calls_per_placement is None:
+        if self.run_dir is None or self.timing is None:
             return
         path = ranging_path(self.run_dir)
         try:
@@ -151,10 +151,8 @@ class SweepForecast:
             return
         if size != self._ranging_bytes:
             self._ranging_bytes = size
-            calls = self.calls_per_placement
-            self.ranged = {
-                k: s * calls * places for k, (s, places) in read_ranging(self.run_dir).items()
-            }
+            shots = read_ranging(self.run_dir)
+            self.ranged = {k: shot.line_s(self.timing) for k, shot in shots.items()}
             self._cache.clear()
 
     # -- what happened ----------------------------------------------------------------
@@ -194,9 +192,9 @@ class SweepForecast:
         return [(size, statistics.median(ts)) for size, ts in sorted(by.items())]
 
     def _shot_scale(self, op: str, without: int | None = None) -> float:
-        """A line's seconds per its ranging calls' (a call's seconds x the line's calls), from the lines
-        done at ranging sizes (``op``'s own, else any collective's); 1 before any: the
-        line's calls at the shot's pace, its fills and checks not counted."""
+        """What lines done at ranging sizes took against their shots (``op``'s own,
+        else any collective's): a host busier or freer than during the shot, a line's
+        barriers and row; 1 before any such line."""
         ratios: dict[str, list[float]] = {}
         for i, t in self.took.items():
             o, size = self.lines[i]
