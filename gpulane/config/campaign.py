@@ -6,6 +6,9 @@ They belong to the campaigns, not to a launcher: any launcher that places ranks 
 nodes runs them. The same keys under ``launcher.*`` (``launcher.pattern=pairs``, from the
 time they were the Slurm launcher's) still work: :func:`campaign_of` reads those that
 ``campaign.*`` leaves at their default, and :func:`old_spellings` names them for a note.
+The keys are declared once, in :class:`CampaignKeys`: ``campaign.*`` is that class, and
+the Slurm launcher's configuration inherits it for the old spellings (Hydra accepts only
+declared keys).
 """
 
 from __future__ import annotations
@@ -18,7 +21,6 @@ from gpulane.config.types import NodeList
 from gpulane.errors import InputError
 
 PATTERNS = ("allocation", "per-node", "pairs", "ring", "halving")
-KEYS = ("pattern", "nodelist", "outlier_fraction", "halving_good", "dry_run", "pack")
 
 
 def campaign_pattern(value: object, key: str = "campaign.pattern") -> str:
@@ -37,8 +39,9 @@ def campaign_pattern(value: object, key: str = "campaign.pattern") -> str:
 
 
 @dataclass
-class CampaignConfig:
-    """A cluster campaign of many runs, each on a subset of the nodes."""
+class CampaignKeys:
+    """The campaign keys and their meaning, declared once (campaign.*; launcher.* is the
+    old place of the same keys)."""
 
     pattern: str = "allocation"
     """allocation, per-node, pairs, ring or halving (steps joined by +): a cluster campaign"""
@@ -52,6 +55,14 @@ class CampaignConfig:
     """Print what would be submitted (every job of the pattern), submit nothing"""
     pack: bool = False
     """Under -m: run every combination in one launch instead of one array element each"""
+
+
+KEYS = tuple(f.name for f in dataclasses.fields(CampaignKeys))
+
+
+@dataclass
+class CampaignConfig(CampaignKeys):
+    """A cluster campaign of many runs, each on a subset of the nodes."""
 
     def validate(self, prefix: str = "campaign.") -> None:
         """One InputError for a value that cannot work."""
@@ -68,6 +79,12 @@ class CampaignConfig:
         good = self.halving_good
         if good is not None and (isinstance(good, bool) or not isinstance(good, (int, float))):
             raise InputError(f"{prefix}halving_good: expected GB/s, got {good!r}")
+
+
+    @classmethod
+    def of(cls, keys: CampaignKeys) -> CampaignConfig:
+        """The campaign keys of ``keys`` (a launcher's old spellings among them)."""
+        return cls(**{k: getattr(keys, k) for k in KEYS})
 
 
 DEFAULTS = CampaignConfig()

@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpulane.config.campaign import PATTERNS as PATTERNS  # re-exported: the old place
-from gpulane.config.campaign import CampaignConfig
+from gpulane.config.campaign import CampaignConfig, CampaignKeys
 from gpulane.config.campaign import campaign_pattern as _campaign_pattern
 from gpulane.config.choices import Bind, Start, check_choices
-from gpulane.config.types import NodeList, SbatchArgs
+from gpulane.config.types import SbatchArgs
 from gpulane.errors import InputError
 
 
@@ -157,8 +157,9 @@ def optional_whole(value: object, key: str, minimum: int) -> int | None:
 
 
 @dataclass
-class SlurmLauncherConfig(LauncherConfig):
-    """Ranks as Slurm tasks (submitit): one rank per GPU, or tasks_per_node on CPUs."""
+class _SlurmSettings(LauncherConfig):
+    """The Slurm launcher's own keys (SlurmLauncherConfig adds the campaign keys' old
+    spellings after them)."""
 
     name: str = "slurm"
     """Internal: the option's name"""
@@ -200,20 +201,15 @@ class SlurmLauncherConfig(LauncherConfig):
     """Seconds between job-state queries (sacct)"""
     startup_s: float = 600.0
     """Seconds the tasks wait for each other at the rendezvous"""
-    # The campaign keys' old place: campaign.* (config/campaign.py) reads them from here
-    # when it leaves them at their defaults.
-    pattern: str = "allocation"
-    """Old spelling of campaign.pattern"""
-    nodelist: NodeList = None  # a hostlist string or a list of hosts
-    """Old spelling of campaign.nodelist"""
-    outlier_fraction: float = 0.1
-    """Old spelling of campaign.outlier_fraction"""
-    halving_good: float | None = None
-    """Old spelling of campaign.halving_good"""
-    dry_run: bool = False
-    """Old spelling of campaign.dry_run"""
-    pack: bool = False
-    """Old spelling of campaign.pack"""
+
+
+@dataclass
+class SlurmLauncherConfig(CampaignKeys, _SlurmSettings):
+    """Ranks as Slurm tasks (submitit): one rank per GPU, or tasks_per_node on CPUs.
+
+    The campaign keys' old place: it inherits :class:`CampaignKeys` (declared once, in
+    config/campaign.py), whose values campaign.* reads when it leaves its own at their
+    defaults."""
 
     @property
     def remote_world(self) -> bool:
@@ -244,11 +240,7 @@ class SlurmLauncherConfig(LauncherConfig):
         if not isinstance(poll, (int, float)) or isinstance(poll, bool) or poll <= 0:
             raise InputError(f"launcher.poll_s: expected seconds > 0, got {poll!r}")
         # the campaign keys' old spellings, checked as campaign.* is, named as given
-        CampaignConfig(
-            pattern=self.pattern,
-            outlier_fraction=self.outlier_fraction,
-            halving_good=self.halving_good,
-        ).validate("launcher.")
+        CampaignConfig.of(self).validate("launcher.")
 
 
 LAUNCHERS: dict[str, type[LauncherConfig]] = {
