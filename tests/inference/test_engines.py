@@ -23,6 +23,7 @@ from gpulane.inference.vllm_import import Meta
 from gpulane.record import read_rows
 from tests.conftest import fixture_path
 from tests.helpers import gpulane
+from tests.parse_helpers import encoded_copy
 
 ISSUE_2219 = fixture_path("public/sglang/sglang_issue2219_a30_qwen2_7b_bench_latency.txt")
 RESULT_JSON = fixture_path("public/sglang/notes_qwen25_32b_tp8_bench_one_batch_result.json")
@@ -59,8 +60,7 @@ def test_result_file_and_its_printout_agree() -> None:
 
 
 def test_utf16_copy_reads_the_same(tmp_path: Path) -> None:
-    copy = tmp_path / "out.txt"
-    copy.write_text(ISSUE_2219.read_text(), encoding="utf-16")
+    copy = encoded_copy(tmp_path, ISSUE_2219, name="out.txt")
     assert [r.time_us for r in read_sglang(copy)] == [r.time_us for r in read_sglang(ISSUE_2219)]
 
 

@@ -4,7 +4,6 @@ throughput row with its requests/s and no tokens/s (the file has none), exit 0."
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,7 @@ from hypothesis import strategies as st
 from gpulane.errors import ParseError
 from gpulane.inference.vllm_import import read_vllm
 from tests.conftest import fixture_path
-from tests.parse_helpers import run_parse
+from tests.parse_helpers import encoded_copy, random_cut, run_parse
 
 OLD = "public/vllm/vllm359_a100_benchmark_serving_2023_requests_only.txt"
 
@@ -38,20 +37,14 @@ def test_cli_reads_it_with_exit_zero(capsys: pytest.CaptureFixture[str]) -> None
 
 @pytest.mark.parametrize("codec", ["utf-16", "utf-16-le"])
 def test_utf16_copy_reads_the_same(tmp_path: Path, codec: str) -> None:
-    path = tmp_path / "old.txt"
-    path.write_bytes(fixture_path(OLD).read_text().encode(codec))
-    rows = list(read_vllm(path))
+    rows = list(read_vllm(encoded_copy(tmp_path, fixture_path(OLD), codec, "old.txt")))
     assert [r.extra["requests_per_second"] for r in rows] == [5.99]
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_cut_copy_holds_no_foreign_figure(data: st.DataObject) -> None:
-    blob = fixture_path(OLD).read_bytes()
-    cut = data.draw(st.integers(1, len(blob) - 1), label="cut")
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "old.txt"
-        path.write_bytes(blob[:cut])
+    with random_cut(data, fixture_path(OLD), None, "old.txt") as (path, _kept):
         try:
             rows = list(read_vllm(path))
         except ParseError as err:

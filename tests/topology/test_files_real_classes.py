@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import re
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -21,6 +20,7 @@ from gpulane.cli import main as cli_main
 from gpulane.errors import GpulaneError
 from gpulane.topology.files import CaptureFiles, from_files
 from tests.conftest import FIXTURES
+from tests.parse_helpers import encoded_copy, random_cut
 
 P2P = FIXTURES / "public" / "topo" / "autodl_2x2080ti_p2p_p_NS.txt"
 LSPCI = FIXTURES / "public" / "lspci"
@@ -88,8 +88,7 @@ def _files(path: Path) -> CaptureFiles:
 
 @pytest.mark.parametrize("path", [P2P, *(LSPCI / n for n in sorted(TREES))], ids=lambda p: p.name)
 def test_utf16_copy_reads_as_the_original(tmp_path: Path, path: Path) -> None:
-    copy = tmp_path / path.name
-    copy.write_bytes(path.read_text().encode("utf-16"))
+    copy = encoded_copy(tmp_path, path)
     want = [(g.name, g.bus_id) for g in from_files(_files(path)).gpus]
     assert [(g.name, g.bus_id) for g in from_files(_files(copy)).gpus] == want
 
@@ -99,12 +98,8 @@ def test_utf16_copy_reads_as_the_original(tmp_path: Path, path: Path) -> None:
 def test_cut_copy_gives_gpus_before_the_cut_or_one_clear_error(
     path: Path, data: st.DataObject
 ) -> None:
-    text = path.read_text()
-    cut = data.draw(st.integers(1, len(text) - 1), label="cut")
     whole = [(g.name, g.bus_id) for g in from_files(_files(path)).gpus]
-    with tempfile.TemporaryDirectory() as tmp:
-        copy = Path(tmp) / path.name
-        copy.write_text(text[:cut])
+    with random_cut(data, path, name=path.name) as (copy, _kept):  # ASCII: bytes are characters
         try:
             gpus = [(g.name, g.bus_id) for g in from_files(_files(copy)).gpus]
         except GpulaneError as err:

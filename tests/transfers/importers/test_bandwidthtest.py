@@ -10,7 +10,7 @@ import pytest
 from gpulane.errors import ParseError
 from gpulane.transfers.importers.bandwidthtest import parse_bandwidthtest, stream_rows
 from tests.conftest import fixture_path
-from tests.parse_helpers import cut_copy, json_rows, run_parse
+from tests.parse_helpers import cut_copy, encoded_copy, json_rows, run_parse
 
 BT = "public/bandwidthtest/"
 ADA = BT + "stelline_asus_rtx6000ada_bandwidthTest_dev0.txt"
@@ -136,8 +136,7 @@ def test_file_cut_in_its_first_value(tmp_path: Path, capsys: pytest.CaptureFixtu
 
 def test_utf16_capture(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     for encoding in ("utf-16", "utf-16-le"):  # with and without a byte-order mark
-        path = tmp_path / f"bt-{encoding}.txt"
-        path.write_bytes(fixture_path(ADA).read_text().replace("\n", "\r\n").encode(encoding))
+        path = encoded_copy(tmp_path, fixture_path(ADA), encoding, f"bt-{encoding}.txt", "\r\n")
         status, out, _ = run_parse(capsys, "bandwidthtest", str(path), "--json")
         assert status == 0
         assert [r["algbw_gbps"] for r in json_rows(out)] == [26.8, 26.3, 4366.8]

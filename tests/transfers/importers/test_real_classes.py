@@ -15,7 +15,6 @@ and as UTF-16, and through ``gpulane parse``.
 from __future__ import annotations
 
 import re
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -26,7 +25,7 @@ from gpulane.errors import ParseError
 from gpulane.record import Row
 from gpulane.transfers.importers import bandwidthtest, nvbandwidth
 from tests.conftest import fixture_path
-from tests.parse_helpers import json_rows, run_parse
+from tests.parse_helpers import encoded_copy, json_rows, random_cut, run_parse
 
 BT = "public/bandwidthtest/"
 CSV_H2D = BT + "superbench_V100pcie_bandwidthTest_csv_shmoo_h2d_pinned.txt"
@@ -150,8 +149,7 @@ def _stream(mod: object, path: Path) -> list[Row] | None:
 @pytest.mark.parametrize("rel", sorted(_PARSERS))
 def test_utf16_copy_reads_as_the_original(tmp_path: Path, rel: str) -> None:
     mod = _PARSERS[rel]
-    copy = tmp_path / Path(rel).name
-    copy.write_bytes(_text(rel).encode("utf-16"))
+    copy = encoded_copy(tmp_path, _text(rel), name=Path(rel).name)
 
     def key(rows: list[Row] | None) -> list[tuple[object, ...]]:
         return [(r.op, r.src, r.dst, r.size_bytes, r.algbw_gbps, r.status) for r in rows or []]
@@ -167,11 +165,7 @@ def test_cut_anywhere_keeps_the_rows_before_the_cut(
     mod = _PARSERS[rel]
     whole = _stream(mod, fixture_path(rel)) or []
     by_line = {(r.extra.get("line"), r.src, r.dst): r for r in whole if r.status == "ok"}
-    blob = _text(rel).encode(codec)
-    cut = data.draw(st.integers(1, len(blob) - 1), label="cut")
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / Path(rel).name
-        path.write_bytes(blob[:cut])
+    with random_cut(data, _text(rel), codec, Path(rel).name) as (path, kept):
         rows = _stream(mod, path)
     if rows is None:
         return  # reported as not that tool's output (cut before anything it prints)
@@ -182,7 +176,7 @@ def test_cut_anywhere_keeps_the_rows_before_the_cut(
     ok = [r for r in rows if r.status == "ok"]
     errors = [r for r in rows if r.status != "ok"]
     if len(ok) < len(by_line):
-        last = blob[:cut].decode(codec, errors="ignore").rstrip().splitlines()[-1]
+        last = kept.decode(codec, errors="ignore").rstrip().splitlines()[-1]
         if not errors:
             # nvbandwidth prints no end line: a cut right after a testcase's SUM (or its
             # Waived line) leaves a whole, shorter output, which cannot be told apart.
