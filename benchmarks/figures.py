@@ -137,8 +137,8 @@ def _json_records(text: str, items: str | None) -> list[Record]:
         data = [json.loads(line) for line in text.splitlines() if line.strip()]
     for key in items.split(".") if items else []:
         data = data[key]
-    items = data if isinstance(data, list) else [data]
-    return [Record(d) if isinstance(d, dict) else Record(value=d) for d in items]
+    found = data if isinstance(data, list) else [data]
+    return [Record(d) if isinstance(d, dict) else Record(value=d) for d in found]
 
 
 def _table_records(text: str) -> list[Record]:
@@ -201,10 +201,7 @@ def _sweep_table_records(text: str) -> list[Record]:
 
 
 def _nccl_tests_records(path: Path, name: Path) -> list[Record]:
-    try:  # the nccl-tests reader's home after its split into a package
-        from gpulane.collectives.nccl_tests.logs import rows_from_log
-    except ImportError:
-        from gpulane.collectives.nccl_tests_parse import rows_from_log
+    from gpulane.collectives.nccl_tests.logs import rows_from_log
 
     return [Record(r.to_dict()) for r in rows_from_log(_text(path), str(name))]
 
