@@ -5,7 +5,7 @@ the decode step against its roofline plus its collectives.
 
 usage: python benchmarks/advise/heldout4.py OUTDIR [--md FILE] [--rows FILE] [--gpu auto]
 
-OUTDIR is what ``benchmarks/advise/run_gpu4.sh OUTDIR`` left:
+OUTDIR is what ``benchmarks/advise/run_gpu.sh OUTDIR`` left:
 
 - ``advise/``: the rows `gpulane advise measure=true` made (collective sweeps with the
   topology.json it probed beside them, the calibration runs of each model). The advice
@@ -347,7 +347,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     out: Path = real(args.outdir)
     if not run_dirs(out / "runs") or not run_dirs(out / "advise"):
-        print(f"{out}: no advise/ rows or no runs/ rows (run_gpu4.sh did not get that far)",
+        print(f"{out}: no advise/ rows or no runs/ rows (run_gpu.sh did not get that far)",
               file=sys.stderr)  # fmt: skip
         return 1
     text, rows, ok, n, right, judged = advice_table(out, args.gpu, args.gpus)

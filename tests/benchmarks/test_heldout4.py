@@ -1,4 +1,4 @@
-"""benchmarks/advise/heldout4.py on a small OUTDIR made here in the layout run_gpu4.sh
+"""benchmarks/advise/heldout4.py on a small OUTDIR made here in the layout run_gpu.sh
 leaves: the 2xH200 held-out rows (collectives, llama3-8b calibration) relabelled as the
 advisor's own measurement on a 4-GPU NV18 box, and measured runs of the three 4-GPU
 splits set from the advisor's own figures, one of them off by half."""
@@ -169,7 +169,7 @@ def test_splits_of_each_gpu_count() -> None:
 
 
 def test_two_gpu_fallback_table(outdir: Path, tmp_path: Path) -> None:
-    """GPUS=2 (run_gpu4_round4.sh on a 2-GPU kind): TP=2 against PP=2, judged alike; a
+    """GPUS=2 (run_gpu.sh on a 2-GPU kind): TP=2 against PP=2, judged alike; a
     PP=2 prefill off by half is the one figure outside."""
     _measured_runs(outdir, {("PP=2", 1, "prefill"): 0.5}, gpus=2)
     md = tmp_path / "t2.md"

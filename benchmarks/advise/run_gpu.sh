@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# The advisor on 4 GPUs, round 4 (issue 32): one device call of at most 9 minutes, the
+# The advisor on 4 GPUs (or GPUS=2), as measured in round 4 (issue 32): one device call of at most 9 minutes, the
 # table only, with every split measured (PP=4 included; round 3b skipped it for budget).
 #
-#   bash benchmarks/advise/run_gpu4_round4.sh /tmp/r4 "$OUT"          # lent nvidia-h200-x4 / h100-x4
-#   GPUS=2 bash benchmarks/advise/run_gpu4_round4.sh /tmp/r4 "$OUT"   # fallback: a 2-GPU kind
+#   bash benchmarks/advise/run_gpu.sh /tmp/r4 "$OUT"          # lent nvidia-h200-x4 / h100-x4
+#   GPUS=2 bash benchmarks/advise/run_gpu.sh /tmp/r4 "$OUT"   # fallback: a 2-GPU kind
 #   tar xf round4.tar && python benchmarks/advise/heldout4.py r4 --dense '' --gpus 4 --md r4/heldout4.md
 #
 # Works in OUTDIR and leaves TARDIR/round4.tar (what OUTDIR measured, rewritten after every
@@ -26,7 +26,7 @@
 # (sweeps and calibration), the held-out model's beside it 97 s, each tokens run 40-48 s.
 # Models are built from their configs with random weights (no network, no checkpoints).
 set -uo pipefail
-OUT=${1:?usage: run_gpu4_round4.sh OUTDIR [TARDIR]}
+OUT=${1:?usage: run_gpu.sh OUTDIR [TARDIR]}
 TARDIR=${2:-$OUT}
 BUDGET_S=${BUDGET_S:-510}
 GPUS=${GPUS:-4}
@@ -37,7 +37,7 @@ GRID=(batch="${BATCHES:-4,32}" input_len="${INPUTS:-512}" output_len=64)
 case "$GPUS" in
   4) SPLITS=("tp=1 pp=4" "tp=4 pp=1" "tp=2 pp=2") ;;
   2) SPLITS=("tp=1 pp=2" "tp=2 pp=1") ;;
-  *) echo "run_gpu4_round4.sh: error: GPUS=$GPUS: 4 or 2" >&2; exit 2 ;;
+  *) echo "run_gpu.sh: error: GPUS=$GPUS: 4 or 2" >&2; exit 2 ;;
 esac
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
