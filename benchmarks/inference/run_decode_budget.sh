@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Issue 32 round 10: the per-kernel floor measured on its own (floor_probe.py) and the
+# The decode budget (issue 32, first measured in round 10): the per-kernel floor measured on its own (floor_probe.py) and the
 # profiles of TP rank 0's slices (profile_decode.py, decode_attention=fused, two runs each)
 # that decode_budget.py sets against the targets; one device call on one GPU of at most
 # 9 minutes.
 #
-#   COMMIT=$(git rev-parse --short HEAD) bash benchmarks/inference/run_decode_round10.sh /tmp/r10 "$OUT"
+#   COMMIT=$(git rev-parse --short HEAD) bash benchmarks/inference/run_decode_budget.sh /tmp/r10 "$OUT"
 #   tar xf decode-round10.tar && python benchmarks/inference/decode_budget.py r10
 #
 # Leaves TARDIR/decode-round10.tar (rewritten after every step); every step runs under
@@ -19,7 +19,7 @@
 #  4. decode_budget.py's table (OUTDIR/decode-budget.md).
 # Models are built from their configs with random weights (no network, no checkpoints).
 set -uo pipefail
-OUT=${1:?usage: run_decode_round10.sh OUTDIR [TARDIR]}
+OUT=${1:?usage: run_decode_budget.sh OUTDIR [TARDIR]}
 TARDIR=${2:-$OUT}
 BUDGET_S=${BUDGET_S:-540}
 LAYERS=${LAYERS:-8}
