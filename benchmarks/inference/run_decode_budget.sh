@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# The decode budget (issue 32, first measured in round 10): the per-kernel floor measured on its own (floor_probe.py) and the
-# profiles of TP rank 0's slices (profile_decode.py, decode_attention=fused, two runs each)
-# that decode_budget.py sets against the targets; one device call on one GPU of at most
-# 9 minutes.
+# The decode budget (issue 32, first measured in round 10): the per-kernel floor
+# measured on its own (floor_probe.py) and the profiles of TP rank 0's slices
+# (profile_decode.py, decode_attention=fused, two runs each) that decode_budget.py sets
+# against the targets; one device call on one GPU of at most 9 minutes.
 #
 #   COMMIT=$(git rev-parse --short HEAD) bash benchmarks/inference/run_decode_budget.sh /tmp/r10 "$OUT"
 #   tar xf decode-round10.tar && python benchmarks/inference/decode_budget.py r10
