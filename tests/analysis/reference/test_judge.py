@@ -176,6 +176,8 @@ def _in_repo(cited: str) -> bool:
     if path.exists():
         return True
     for folder in (path, *path.parents):
+        if folder == ROOT:
+            break
         packed = folder.with_name(folder.name + ".zip")
         if packed.is_file():
             inner = path.relative_to(folder).as_posix()
