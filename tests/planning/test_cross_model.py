@@ -75,9 +75,11 @@ def test_cross_model_bands_are_the_heldout_table() -> None:
 
 @pytest.mark.parametrize("gpus", [1, 2, 4, 8])
 def test_tiny_cpu_rows_for_70b_give_no_band(gpus: int) -> None:
-    """The issue's case: tiny's CPU token rows calibrating llama3-70b. No validation
-    covers it on any GPU count: words, no number, two digits."""
-    for p in advice("tiny-cpu", "llama3-70b", gpus).predictions:
+    """The issue's case: tiny's CPU token rows (of 1, 2 and 4 ranks) calibrating
+    llama3-70b. No validation covers it on any GPU count: words, no number, two digits."""
+    got = advice("tiny-cpu", "llama3-70b", gpus)
+    assert all("fitted over tp=1,2,4" in c for c in got.computes)  # every row count used
+    for p in got.predictions:
         b = p.basis
         assert b is not None and b.compute == "calibrated" and b.unvalidated
         assert b.error is None and b.to_dict()["expected_error"] is None
