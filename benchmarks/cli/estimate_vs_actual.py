@@ -84,6 +84,7 @@ def run_shape(name: str, args: list[str], every_s: float) -> dict[str, object]:
         status = proc.wait()
         actual = time.monotonic() - started
         reader.join(10)
+        ranging_s = ranging_took(Path(tmp))
     at = None
     for when, line in seen:
         m = LINE.match(line)
@@ -96,6 +97,9 @@ def run_shape(name: str, args: list[str], every_s: float) -> dict[str, object]:
         "status": status,
         "actual_s": round(actual, 2),
         "progress_lines": sum(1 for _, ln in seen if ln.startswith("# progress:")),
+        # the ranging shot's wall time (rank 0's own account), before the first point
+        "ranging_s": ranging_s,
+        "ranging_pct": round(100 * ranging_s / actual, 1) if ranging_s is not None else None,
     }
     if at is None:
         record["error"] = "no progress line after 10 % of the points"
@@ -118,6 +122,16 @@ def run_shape(name: str, args: list[str], every_s: float) -> dict[str, object]:
         line=m.group(0),
     )
     return record
+
+
+def ranging_took(results: Path) -> float | None:
+    """The ranging shot's seconds, from the run directory's ``.heartbeat/ranging``."""
+    for path in results.glob("*/.heartbeat/ranging"):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            one = json.loads(line)
+            if "took_s" in one:
+                return round(float(one["took_s"]), 2)
+    return None
 
 
 def machine_lines() -> list[str]:

@@ -119,6 +119,7 @@ def range_sweep(backend: Backend, plan: Any, ctx: RankContext, allowance: Any) -
     if not sizes:
         return
     dtype = plan.dtypes[0]
+    began = time.monotonic()
     for op in plan.collectives:
         filled: dict[int, tuple[float, float]] = {}  # size -> its fill's and check's seconds
         for size in reversed(sizes):  # the largest first: the figure that matters most
@@ -138,6 +139,11 @@ def range_sweep(backend: Backend, plan: Any, ctx: RankContext, allowance: Any) -
             fill_s, check_s = (t * size / at for t in filled[at])
             if ctx.is_leader:
                 _report(ctx, op, size, Shot(call_s, fill_s, check_s, len(places)))
+    if ctx.is_leader:  # what the shot cost the sweep, for the log (and the benchmark)
+        took = time.monotonic() - began
+        with open(ranging_path(ctx.run_dir), "a", encoding="utf-8") as fh:
+            fh.write(json.dumps({"took_s": took}) + "\n")
+        ctx.note(f"# ranging: done in {took:.1f} s, before the first point (no rows)")
 
 
 def _call_s(backend: Backend, point: Any, in_place: bool) -> float:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -224,7 +225,9 @@ def test_a_real_sweep_ranges_first_and_keeps_its_rows(tmp_path: Path) -> None:
         cwd=tmp_path,
     )
     assert out.returncode == 0, out.stderr
-    ranged = [ln for ln in out.stdout.splitlines() if ln.startswith("# ranging: ")]
+    notes = [ln for ln in out.stdout.splitlines() if ln.startswith("# ranging: ")]
+    ranged, done = notes[:-1], notes[-1]
+    assert re.fullmatch(r"# ranging: done in \d+\.\d s, before the first point \(no rows\)", done)
     sizes = [1 << k for k in range(10, 19)]
     want = [(op, s) for op in ("all_reduce", "all_gather") for s in reversed(ranging_sizes(sizes))]
     assert [ln.split()[2] for ln in ranged] == [op for op, _ in want]
@@ -232,8 +235,9 @@ def test_a_real_sweep_ranges_first_and_keeps_its_rows(tmp_path: Path) -> None:
     assert out.stdout.index("# ranging: ") < out.stdout.index("# all_reduce (")
     (run,) = run_dirs(tmp_path)
     shots = [json.loads(ln) for ln in ranging_path(run).read_text().splitlines()]
-    assert [(s["op"], s["size"]) for s in shots] == want
-    assert all(s["s"] > 0 for s in shots)
+    assert [(s["op"], s["size"]) for s in shots[:-1]] == want
+    assert all(s["s"] > 0 for s in shots[:-1]) and shots[-1]["took_s"] > 0
+    assert set(read_ranging(run)) == set(want)  # the closing line is no shot
     rows = rows_of(run)
     lines = {(r["op"], r["size_bytes"]) for r in rows}
     assert lines == {(op, s) for op in ("all_reduce", "all_gather") for s in sizes}
