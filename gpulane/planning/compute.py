@@ -15,7 +15,7 @@ from gpulane.inference.roofline import step_cost
 from gpulane.inference.shapes import ModelShape, packaged_shape, shape_from_config
 from gpulane.inference.sharding import check_parallel
 from gpulane.planning.fixed import DECODE_KERNELS, stage_launches, stage_units
-from gpulane.planning.rows import as_rows, extra, num, ok
+from gpulane.planning.rows import as_rows, extra, num, ok, row_device
 from gpulane.record import Row
 
 
@@ -316,13 +316,6 @@ def calibrate(
         host_collective_ms=host_c,
         calibrated_on=tuple(sorted({(str(r.model), row_device(r)) for r in rows})),
     )
-
-
-def row_device(row: Row) -> str:
-    """What a token row ran on: the GPU its versions name, else "cpu"."""
-    versions = row.versions if isinstance(row.versions, dict) else {}
-    gpu = versions.get("gpu") if row.backend != "torch-gloo" else None
-    return str(gpu or "cpu")
 
 
 # An eager prefill this much slower than its graph replay was bound by the host's launches

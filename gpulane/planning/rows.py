@@ -51,3 +51,11 @@ def num(value: Any) -> float | None:
 def ok(row: Row) -> bool:
     """The row measured what it says (status ok, or none recorded)."""
     return (row.status or "ok") == "ok"
+
+
+def row_device(row: Row) -> str:
+    """What a token row ran on: the GPU its versions name, else "cpu" (gloo ranks ran on
+    the CPUs whatever GPU the host has)."""
+    versions = row.versions if isinstance(row.versions, dict) else {}
+    gpu = versions.get("gpu") if row.backend != "torch-gloo" else None
+    return str(gpu or "cpu")
