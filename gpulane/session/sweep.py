@@ -9,6 +9,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+from gpulane.collectives.backends.mpi import check_ranks
 from gpulane.collectives.plan import SweepPlan, build_plan, rounding_notes
 from gpulane.collectives.table import SweepView
 from gpulane.config.capabilities import backend_of, launcher_of
@@ -186,6 +187,9 @@ def in_process(cfg: SweepConfig, info: RankInfo) -> int:
     device = "cuda" if str(cfg.device) != "cpu" and local_gpus() > 0 else "cpu"
     check_preset(cfg, device)
     cfg, line = choose_backend(cfg, device)
+    if info.launcher == "mpirun" and str(cfg.backend.name) == "mpi":
+        # a wrong -np, from mpirun's own variables: refused before torch and MPI start
+        check_ranks(cfg.ranks, info.world_size, info.rank)
     plan = build_plan(cfg, device == "cuda")
     check_placements(cfg, plan, device)
     check_inputs(cfg, plan, device)

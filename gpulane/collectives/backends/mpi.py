@@ -147,14 +147,7 @@ class MpiBackend(Backend):
                 f"rank {rank} of {size}: mpi4py's MPI ({self.library}) is not the MPI that "
                 "started this job; use one MPI for both"
             )
-        if isinstance(ranks, int) and not isinstance(ranks, bool) and ranks != size:
-            if rank != 0:  # every rank finds this alike: rank 0 alone says it, once
-                raise SystemExit(InputError.exit_code)
-            raise InputError(
-                f"world size mismatch: the configuration says ranks={ranks} but MPI started "
-                f"{size} ranks; start {ranks} (mpirun -np {ranks}) or set ranks={size} "
-                "(or ranks=auto)"
-            )
+        check_ranks(ranks, size, rank)
 
     def _choose_buffers(
         self, ctx: RankContext, device: str, buffers: str, support: CudaSupport | None
@@ -312,3 +305,18 @@ class MpiBackend(Backend):
         for comm in (self.comm, self._control_comm):
             with contextlib.suppress(Exception):
                 comm.Free()
+
+
+def check_ranks(ranks: Any, size: int, rank: int) -> None:
+    """``ranks=N`` against the ``size`` ranks MPI started: refused when they differ. Every
+    rank finds this alike: rank 0 alone says it, once; the others leave with its status.
+    Also called before torch and mpi4py are imported (from the ranks' own variables, see
+    :func:`gpulane.session.sweep.in_process`), so a wrong ``-np`` costs no MPI start."""
+    if isinstance(ranks, int) and not isinstance(ranks, bool) and ranks != size:
+        if rank != 0:
+            raise SystemExit(InputError.exit_code)
+        raise InputError(
+            f"world size mismatch: the configuration says ranks={ranks} but MPI started "
+            f"{size} ranks; start {ranks} (mpirun -np {ranks}) or set ranks={size} "
+            "(or ranks=auto)"
+        )
