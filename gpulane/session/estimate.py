@@ -8,16 +8,17 @@ the points measured so far.
   warm-up, checked and timed calls, the check itself; the first line timed from rank 0's
   heartbeat, not from the ranks' start-up) comes, per collective, from the times known
   at the sizes around it, interpolated in log-log: the lines done, and the ranging shot
-  (``collectives/ranging``: one call per collective at the largest size and two below it,
-  made before the first point, as a line's worth of calls). A ranging call's time is
-  scaled to a line's as lines at ranging sizes turn out against their shots. Without a
+  (``collectives/ranging``: a timed call, a fill and a check per collective at the
+  largest size and two below it, made before the first point, counted as a line makes
+  them). The shots still ahead are scaled as the lines done at ranging sizes turned out
+  against their own shots (a host busier than during the shot). Without a
   ranging shot (progress=false, a short sweep), sizes above the largest done are
   extrapolated from the lines done: the latency ``a`` from the smallest lines and the
   growth of the time above it over the largest ones. A collective with nothing known is
   the a-priori model scaled by what the others took against theirs; a point running past
   its forecast stretches the rest as much.
-- The band (``±30 %``): how far the forecast missed each of the last lines done before
-  it was done (from the times known without it), plus the share of the time left that
+- The band (``±30 %``): how far the forecast missed each of the last lines done (from the
+  times known without that line, the extrapolation's slope as it stands), plus the share of the time left that
   rests on a single ranging call, and that resting on sizes far above anything known.
 """
 
