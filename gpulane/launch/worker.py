@@ -91,19 +91,21 @@ def leave(code: int) -> None:
     os._exit(code)
 
 
-def leave_at_exit() -> None:
-    """Leave as :func:`leave` (0) when this process ends normally, after what its main
-    still does (submitit writes a task's result after the task returns); an uncaught
-    exception (``sys.last_value``) keeps the interpreter's own exit and status."""
+def leave_at_exit(code: int = 0) -> None:
+    """Leave as :func:`leave` (``code``) when this process ends, after what its main still
+    does (submitit writes a task's result, or its failure, after the task returns or
+    raises). With 0, an uncaught exception (``sys.last_value``) keeps the interpreter's
+    own exit and status; 1 is asked for by a task that raised (the interpreter's status
+    for it), so a failed task skips torch's teardown too."""
     atexit.unregister(_leave_normally)  # once, however often a packed job's tasks ask
-    atexit.register(_leave_normally)
+    atexit.register(_leave_normally, code)
 
 
-def _leave_normally() -> None:
+def _leave_normally(code: int = 0) -> None:
     atexit.unregister(_leave_normally)  # the handlers still to run, without this one
-    if getattr(sys, "last_value", None) is not None:
+    if code == 0 and getattr(sys, "last_value", None) is not None:
         return
-    leave(0)
+    leave(code)
 
 
 if __name__ == "__main__":

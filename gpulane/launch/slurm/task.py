@@ -137,6 +137,11 @@ def slurm_task(job: str, run_dir: str, env: dict[str, str], startup_s: float = 6
     ctx.host = node
     try:
         run_job(job, ctx)
+    except Exception:
+        # submitit keeps the error as the task's result and re-raises it; the status
+        # stays 1, without the interpreter's teardown of torch (~2 s of a failed job)
+        leave_at_exit(1)
+        raise
     finally:
         if topo is not None:
             with contextlib.suppress(subprocess.TimeoutExpired):
