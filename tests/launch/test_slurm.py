@@ -324,6 +324,7 @@ def test_no_wait_then_collect(slurm: str, tmp_path: Path) -> None:
         "launcher=slurm",
         "launcher.tasks_per_node=2",
         "launcher.wait=false",
+        "launcher.poll_s=0.5",  # collect's polls too (the saved configuration's)
         "device=cpu",
         "sizes.max=16",
         "iters=3",
