@@ -26,6 +26,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.helpers import gpulane
+
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
 
@@ -160,11 +162,19 @@ def default_run(tmp: Path) -> str:
 
 
 def run_step(step: Step, tmp: Path) -> subprocess.CompletedProcess[str]:
+    """The first step as a new interpreter, the way a new user starts; the others as
+    processes forked from a server that imported gpulane's libraries once (about 1-3 CPU-s
+    less a call: tests/forked_cli.py, held to a new interpreter's stdout, stderr and exit
+    status by tests/test_forked_cli.py)."""
     argv = step.argv.replace("<dir>", default_run(tmp)) if "<dir>" in step.argv else step.argv
-    cmd = [sys.executable, "-m", "gpulane", *shlex.split(argv)]
     cwd = REPO if step.cwd == "repo" else tmp
-    env = {**os.environ, "COLUMNS": "200"}
-    return subprocess.run(cmd, capture_output=True, text=True, check=False, cwd=cwd, env=env)
+    env = {"COLUMNS": "200"}
+    if step is not STEPS[0]:
+        return gpulane(*shlex.split(argv), cwd=cwd, env=env, timeout=600)
+    cmd = [sys.executable, "-m", "gpulane", *shlex.split(argv)]
+    return subprocess.run(
+        cmd, capture_output=True, text=True, check=False, cwd=cwd, env={**os.environ, **env}
+    )
 
 
 def test_readme_walk_on_cpus(tmp_path: Path) -> None:
