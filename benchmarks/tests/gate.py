@@ -79,6 +79,7 @@ TARGETS = [
             "tests/collectives/nccl_tests/test_text.py",
             "tests/collectives/nccl_tests/test_logs.py",
             "tests/collectives/nccl_tests/test_table_cuts.py",
+            "tests/collectives/nccl_tests/test_table_whole.py",
             "-k",
             "not fuzz",
         ),
