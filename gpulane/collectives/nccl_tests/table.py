@@ -179,11 +179,11 @@ def take_whole(cols: list[tuple[str, int]], line: str) -> list[Value] | None:
     fast = _whole_reader(cols)
     found = fast[0].fullmatch(line)
     if found is not None:  # every token of its column: one match for the whole line
-        toks = found.groups()
-        if len(max(toks, key=len)) <= _LONGEST:
+        matched = found.groups()
+        if len(max(matched, key=len)) <= _LONGEST:
             return [
                 (c, g, read(tok), tok)
-                for (c, g), read, tok in zip(cols, fast[1], toks, strict=True)
+                for (c, g), read, tok in zip(cols, fast[1], matched, strict=True)
             ]
     # What the pattern leaves to the readers (other blanks, or no table line at all).
     toks = line.split()
