@@ -63,7 +63,7 @@ def run(
     context.set_forkserver_preload(PRELOAD)
     server = forkserver._forkserver
     server.ensure_running()
-    shared = (server._forkserver_address, server._forkserver_pid)
+    shared = (server._forkserver_address, server._forkserver_pid)  # type: ignore[attr-defined]
     with tempfile.TemporaryDirectory(prefix="gpulane-cli-") as tmp:
         out, err = Path(tmp, "stdout"), Path(tmp, "stderr")
         process = context.Process(
@@ -134,7 +134,7 @@ def _share_server(address: str, pid: int) -> None:
     this worker's to end, not the command's (gpulane.launch.forked ends the servers it
     finds its ranks under)."""
     server = forkserver._forkserver
-    server._forkserver_address = address
+    server._forkserver_address = address  # type: ignore[attr-defined]
     # Running already: of what ensure_running does, only its first step is left, starting
     # the resource tracker (its own would wait on a server that is not this one's child).
     server.ensure_running = resource_tracker.ensure_running  # type: ignore[method-assign]
