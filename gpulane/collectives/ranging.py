@@ -6,9 +6,11 @@ A doubling sweep spends most of its time on its last few sizes, and the first po
 cannot tell how those go: on a loaded 2-core host a gloo line's time jumped tenfold
 between 128 KiB and 256 KiB and then grew as about size^0.3 (benchmarks/cli/README.md).
 Two calls (the second timed) at the largest size, and at sizes halfway and three
-quarters up the range of sizes (in log), and a fill and a check on at most 4 MiB, cost a
-few per cent of the sweep: the largest line alone makes warm-up + iters + check calls
-per placement, 26 by default, with two fills and a check.
+quarters up the range of sizes (in log), and a fill and a check on at most 4 MiB, cost
+little against the sweep: the largest line alone makes warm-up + iters + check calls per
+placement, 26 by default, with two fills and a check. Measured: 1.6-9.3 % of a sweep's
+wall time on the loaded 2-core machine (benchmarks/cli/README.md), most where the sweep
+is short or its ranks share the cores.
 
 The ranging calls are no rows and no measurement: their buffers are the sweep's own and
 their results are dropped; for the points after them they act as extra warm-up at most.

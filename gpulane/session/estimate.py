@@ -290,11 +290,11 @@ class SweepForecast:
         prior = self._prior_s(size)
         if upper:  # under the smallest size known: from the latency to the ranging call
             s1, t1, _ = upper[0]
-            a = self._latency()
+            latency = self._latency()
             smallest = min(s for o, s in self.lines if o == op)
-            if a is None or smallest >= s1:
+            if latency is None or smallest >= s1:
                 return min(prior, t1)
-            return _loglog(size, smallest, min(a, t1), s1, t1)
+            return _loglog(size, smallest, min(latency, t1), s1, t1)
         return prior
 
     def _prior_s(self, size: int) -> float:
