@@ -103,3 +103,34 @@ def _with(k: int, token: str, sep: str = "  ") -> str:
 )
 def test_a_changed_line_reads_as_token_by_token(line: str) -> None:
     assert take_whole(COLS, line) == _by_tokens(COLS, line)
+
+
+OLD_COLS = [
+    *(("size", -1), ("count", -1), ("type", -1)),
+    *((c, g) for g in (0, 1) for c in ("time", "algbw", "busbw", "error")),
+]
+STAMPED = [*COLS, ("date", -1), ("clock", -1)]
+
+
+def _token_values(cols: list[tuple[str, int]], line: str) -> list[tuple[str, object]] | None:
+    got = _by_tokens(cols, line)
+    return None if got is None else [(c, v) for c, _, v, _ in got]
+
+
+def test_the_token_readers_take_n_a_a_date_and_a_clock() -> None:
+    # the readers the pattern stands in for, on the lines it leaves to them (a line cut by
+    # other output, or with a blank the pattern refuses): N/A in error, -S 1's timestamp
+    old = "  1024  256  float  1.5  0.68  0.68  N/A  1.4  0.73  0.73  2e-07"
+    assert _token_values(OLD_COLS, old)[6:] == [
+        ("error", None),
+        ("time", 1.4),
+        ("algbw", 0.73),
+        ("busbw", 0.73),
+        ("error", 2e-07),
+    ]
+    assert _token_values(OLD_COLS, old.replace("N/A", "n/a")) is None
+    stamped = f"{LINE}  2026-11-22 10:00:01"
+    assert _token_values(STAMPED, stamped)[-2:] == [("date", "2026-11-22"), ("clock", "10:00:01")]
+    assert take_whole(STAMPED, stamped) == _by_tokens(STAMPED, stamped)
+    assert _token_values(STAMPED, f"{LINE}  2026-11-22 10:00") is None
+    assert _token_values(STAMPED, f"{LINE}  22-11-2026 10:00:01") is None
