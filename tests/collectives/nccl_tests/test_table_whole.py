@@ -121,7 +121,9 @@ def test_the_token_readers_take_n_a_a_date_and_a_clock() -> None:
     # the readers the pattern stands in for, on the lines it leaves to them (a line cut by
     # other output, or with a blank the pattern refuses): N/A in error, -S 1's timestamp
     old = "  1024  256  float  1.5  0.68  0.68  N/A  1.4  0.73  0.73  2e-07"
-    assert _token_values(OLD_COLS, old)[6:] == [
+    got = _token_values(OLD_COLS, old)
+    assert got is not None
+    assert got[6:] == [
         ("error", None),
         ("time", 1.4),
         ("algbw", 0.73),
@@ -130,7 +132,9 @@ def test_the_token_readers_take_n_a_a_date_and_a_clock() -> None:
     ]
     assert _token_values(OLD_COLS, old.replace("N/A", "n/a")) is None
     stamped = f"{LINE}  2026-11-22 10:00:01"
-    assert _token_values(STAMPED, stamped)[-2:] == [("date", "2026-11-22"), ("clock", "10:00:01")]
+    got = _token_values(STAMPED, stamped)
+    assert got is not None
+    assert got[-2:] == [("date", "2026-11-22"), ("clock", "10:00:01")]
     assert take_whole(STAMPED, stamped) == _by_tokens(STAMPED, stamped)
     assert _token_values(STAMPED, f"{LINE}  2026-11-22 10:00") is None
     assert _token_values(STAMPED, f"{LINE}  22-11-2026 10:00:01") is None
