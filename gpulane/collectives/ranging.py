@@ -107,6 +107,20 @@ def read_ranging(run_dir: Path) -> dict[tuple[str, int], Shot]:
     return out
 
 
+def ranging_ended_at(run_dir: Path) -> float | None:
+    """When (``time.time()``) rank 0's ranging shot ended, None before it has."""
+    try:
+        text = ranging_path(run_dir).read_text(encoding="utf-8")
+    except OSError:
+        return None
+    for line in text.splitlines():
+        try:
+            return float(json.loads(line)["ended_at"])
+        except (ValueError, KeyError, TypeError):
+            continue  # a shot's line, or one being written
+    return None
+
+
 def wants_ranging(cfg: Any) -> bool:
     """Ranging helps only a forecast someone reads: not with progress=false, not when a
     run is resumed (its heartbeats start afresh, its early points are done already)."""
@@ -144,7 +158,9 @@ def range_sweep(backend: Backend, plan: Any, ctx: RankContext, allowance: Any) -
     if ctx.is_leader:  # what the shot cost the sweep, for the log (and the benchmark)
         took = time.monotonic() - began
         with open(ranging_path(ctx.run_dir), "a", encoding="utf-8") as fh:
-            fh.write(json.dumps({"took_s": took}) + "\n")
+            # its end (wall clock) is when the first point began: a forecast whose polls
+            # missed the first point's beat (fast points) times its first lines from it
+            fh.write(json.dumps({"took_s": took, "ended_at": time.time()}) + "\n")
         ctx.note(f"# ranging: done in {took:.1f} s, before the first point (no rows)")
 
 

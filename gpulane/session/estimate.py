@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gpulane.collectives.ranging import ranging_path, read_ranging
+from gpulane.collectives.ranging import ranging_ended_at, ranging_path, read_ranging
 from gpulane.rundir import read_heartbeats
 
 # Best rates per device kind (GB/s) and a call's latency floor (s). CPU: gloo
@@ -139,6 +139,10 @@ class SweepForecast:
             # later points: too late to tell
             if beat is not None and beat.index == 0 and not beat.label.startswith("ranging"):
                 self.first_start = now - max(time.time() - beat.at, 0.0)
+            elif (ended := ranging_ended_at(self.run_dir)) is not None:
+                # points fast enough that no poll saw the first one's beat: it began
+                # when the ranging shot ended
+                self.first_start = now - max(time.time() - ended, 0.0)
         return self.first_start
 
     def _read_ranging(self) -> None:
