@@ -80,7 +80,6 @@ class CampaignConfig(CampaignKeys):
         if good is not None and (isinstance(good, bool) or not isinstance(good, (int, float))):
             raise InputError(f"{prefix}halving_good: expected GB/s, got {good!r}")
 
-
     @classmethod
     def of(cls, keys: CampaignKeys) -> CampaignConfig:
         """The campaign keys of ``keys`` (a launcher's old spellings among them)."""
