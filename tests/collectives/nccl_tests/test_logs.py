@@ -74,8 +74,12 @@ COUNTS = {
     # nccl-tests#78: no rank list, no NCCL INFO line (world size unknown); both in-place
     # rows print an error of 1e+00 (checked by test_real_footer_blank_redop.py)
     "public/nccl-tests/nccltests78_64xV100_alltoall_OLDFMT_blank_redop_footer_TABLE.txt": (
-        1, 2, "alltoall", None, 2,
-    ),  # fmt: skip
+        1,
+        2,
+        "alltoall",
+        None,
+        2,
+    ),
     "public/nccl-tests/wohlbier_dgx2_12xV100_all_gather_OLDFMT_FAILED.txt": (
         1,
         31,
