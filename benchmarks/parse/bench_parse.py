@@ -133,7 +133,10 @@ BUILDERS = {"many": build_text_log, "long": build_long_log, "long-cut": build_lo
 
 def measure(log: Path, out: Path, code: Path, stdout: str) -> dict[str, Any]:
     """Run the user's command as a child; its wall time, CPU time and peak RSS."""
-    env = {**os.environ, "PYTHONPATH": str(code)}
+    # the code measured first; a PYTHONPATH already set stays after it (where the
+    # dependencies are on a path of their own, as on the GPU machines' carried wheels)
+    path = os.pathsep.join(p for p in (str(code), os.environ.get("PYTHONPATH")) if p)
+    env = {**os.environ, "PYTHONPATH": path}
     cmd = [sys.executable, "-m", "gpulane", "parse", "nccl-tests", str(log), "--out", str(out)]
     printed = out.parent / "printed.txt" if stdout == "file" else os.devnull
     load = os.getloadavg()[0]
