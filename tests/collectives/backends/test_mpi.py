@@ -42,7 +42,7 @@ def sweep(tmp_path: Path, *args: str, timeout: float = 240) -> subprocess.Comple
     # Ranks waiting in a collective yield the core instead of spinning on it: CI's two
     # cores are shared with other tests, and mpirun yields by itself only when it knows
     # it oversubscribes. The same MPI and collectives; about 30 % less CPU for the 2-rank
-    # sweep (benchmarks/ci/slurm-tests.md).
+    # sweep (benchmarks/ci/slurm-tests/README.md).
     env.setdefault("OMPI_MCA_mpi_yield_when_idle", "1")
     return subprocess.run(
         [
