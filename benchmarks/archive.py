@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import atexit
 import glob as _glob
+import os
 import shutil
 import sys
 import tempfile
@@ -48,11 +49,19 @@ def unpacked(archive: Path) -> Path:
     archive = archive.absolute()
     if archive not in _unpacked:
         where = Path(tempfile.mkdtemp(prefix=f"bench-{archive.stem}-"))
-        atexit.register(shutil.rmtree, where, True)
+        atexit.register(_remove_if_mine, where, os.getpid())
         with zipfile.ZipFile(archive) as zf:
             zf.extractall(where)
         _unpacked[archive] = where
     return _unpacked[archive]
+
+
+def _remove_if_mine(where: Path, owner: int) -> None:
+    """At exit, the folder this process unpacked; not in a child forked from it (a test
+    worker's CLI fork server, a multiprocessing child), whose exit ran the handlers it
+    inherited and removed its parent's folders while the parent still read them."""
+    if os.getpid() == owner:
+        shutil.rmtree(where, ignore_errors=True)
 
 
 def cleanup(keep: set[Path] | frozenset[Path] = frozenset()) -> None:

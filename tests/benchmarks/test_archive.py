@@ -34,8 +34,9 @@ def _runs(root: Path) -> Path:
 
 @pytest.fixture(autouse=True)
 def _fresh() -> object:
+    before = archive.unpacked_now()  # other modules' (unpacked when they were collected)
     yield
-    archive.cleanup()  # what a test unpacked, gone before the next one
+    archive.cleanup(keep=before)  # what this test unpacked, gone before the next one
 
 
 def _packed(tmp_path: Path, keep: tuple[str, ...] = ()) -> Path:
@@ -140,3 +141,21 @@ def test_the_command_line_packs_and_unpacks_and_says_what_is_wrong(tmp_path: Pat
     bad = cli("pack", str(tmp_path / "nowhere"))
     assert bad.returncode == 2 and "nowhere: not a folder" in bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+def test_a_forked_childs_exit_leaves_the_parents_unpacked_folder(tmp_path: Path) -> None:
+    """A child forked after an archive was unpacked (the test worker's CLI fork server)
+    inherits the exit handlers: its exit must not remove the folder its parent reads (CI
+    lost h200x2's unpacked copy_bw.json that way mid-run)."""
+    import atexit
+    import os
+
+    _packed(tmp_path)
+    where = archive.real(tmp_path / "round/a/rows.jsonl")
+    assert where.exists()
+    pid = os.fork()
+    if pid == 0:
+        atexit._run_exitfuncs()  # what the child's own interpreter exit runs
+        os._exit(0)
+    os.waitpid(pid, 0)
+    assert where.exists()
