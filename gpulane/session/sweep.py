@@ -187,8 +187,9 @@ def in_process(cfg: SweepConfig, info: RankInfo) -> int:
     device = "cuda" if str(cfg.device) != "cpu" and local_gpus() > 0 else "cpu"
     check_preset(cfg, device)
     cfg, line = choose_backend(cfg, device)
-    if info.launcher == "mpirun" and str(cfg.backend.name) == "mpi":
+    if info.launcher == "mpirun":
         # a wrong -np, from mpirun's own variables: refused before torch and MPI start
+        # (whatever the backend: ranks=N is not what mpirun started)
         check_ranks(cfg.ranks, info.world_size, info.rank)
     plan = build_plan(cfg, device == "cuda")
     check_placements(cfg, plan, device)
