@@ -28,6 +28,9 @@ KNOWN_WORLD = {
     "coreweave_gb200_20racks_1440ranks_all_reduce_FRAGMENT.txt": 1440,
     # "2-nodes(16 GPUs)" per its source (msccl issue #48); the excerpt has no device list
     "msccl48_16xA100_alltoall_OLDFMT_blank_redop_EXCERPT.txt": 16,
+    # nccl-tests#78's alltoall: 268435456 B of floats printed as count 1048576 a peer
+    # (67108864 elements / 64); the file name's 64x V100 from its source
+    "nccltests78_64xV100_alltoall_OLDFMT_blank_redop_footer_TABLE.txt": 64,
 }
 # The ELIDED log ("64x H100" per its source) carries neither a device list nor numbers that
 # fit 64 ranks (busbw/algbw = 1.979, i.e. 2(n-1)/n with n near 96): nothing to check against.
