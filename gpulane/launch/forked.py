@@ -131,14 +131,21 @@ def _server_deaf_to_ctrl_c() -> None:
     # the instance to share a server of its own: tests/forked_cli.py)
     server = forkserver._forkserver
     try:
+        # Blocked first: a Ctrl-C during the spawn stays pending (Linux never discards a
+        # blocked signal as ignored) and reaches the handler restored below; ignored alone,
+        # it was lost and the run went on to its end (tests/commands/test_multirun_stop.py).
+        # The server inherits the mask; the ranks unblock it (_rank_main).
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     except ValueError:  # not the main thread: no Ctrl-C is delivered here anyway
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
         server.ensure_running()
         return
     try:
         server.ensure_running()
     finally:
         signal.signal(signal.SIGINT, previous)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 def _rank_main(job: str, run_dir: str, env: dict[str, str], log: str, core: int | None) -> None:
@@ -148,6 +155,7 @@ def _rank_main(job: str, run_dir: str, env: dict[str, str], log: str, core: int 
     # The server's SIGINT was ignored (_server_deaf_to_ctrl_c): a rank takes Ctrl-C as a
     # new process does.
     signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # blocked in the server
     if core is not None:
         # Before any thread starts: the threads the rank starts inherit it.
         os.sched_setaffinity(0, {core})
