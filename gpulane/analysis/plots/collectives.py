@@ -91,7 +91,7 @@ def _draw(
         pts = pts[pts[metric] > 0]
         if pts.empty:
             continue
-        stats = style.median_min_max(pts["size_bytes"], pts[metric])
+        stats = pts.groupby("size_bytes")[metric].agg(["median", "min", "max"]).sort_index()
         colour = colour_of.get(str(name), style.GREY)
         dashed = len(variants) > 1 and variant is True
         ax.plot(

@@ -63,7 +63,8 @@ def _curves(ax: Any, part: pd.DataFrame, series: str, colour_of: Mapping[str, st
     drawn: list[float] = []
     for name, line in part.groupby(series, sort=False):
         colour = colour_of.get(str(name), style.GREY)
-        stats = style.median_min_max(line["size_bytes"], line["algbw_gbps"])
+        stats = line.groupby("size_bytes")["algbw_gbps"].agg(["median", "min", "max"])
+        stats = stats.sort_index()
         ax.plot(stats.index.astype(float), stats["median"], color=colour, marker="o")
         if len(line) > len(stats):
             ax.fill_between(

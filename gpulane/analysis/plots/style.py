@@ -18,7 +18,6 @@ from __future__ import annotations
 import io
 import math
 import re
-import statistics
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -113,35 +112,6 @@ def _own_ids(svg: str, prefix: str) -> str:
     used = {m.group(2) for m in _REF.finditer(svg)}
     svg = _ID.sub(lambda m: f' id="{prefix}-{m.group(1)}"' if m.group(1) in used else "", svg)
     return _REF.sub(lambda m: f"{m.group(1)}{prefix}-{m.group(2)}", svg)
-
-
-def median_min_max(keys: Any, values: Any) -> Any:
-    """``values.groupby(keys).agg(["median", "min", "max"])`` (a DataFrame indexed by the
-    sorted keys, NaN values skipped, NaN keys left out), in plain Python. Each curve of a
-    page is one such table of some 15 points: pandas took about 3 ms a table, some 600
-    tables on the report of 100 runs (2 CPU-s)."""
-    import pandas as pd
-
-    groups: dict[Any, list[float]] = {}
-    for key, value in zip(keys.tolist(), values.tolist(), strict=True):
-        if key is None or (isinstance(key, float) and math.isnan(key)):
-            continue
-        kept = groups.setdefault(key, [])
-        if value is not None and not (isinstance(value, float) and math.isnan(value)):
-            kept.append(float(value))
-    try:
-        order = sorted(groups)
-    except TypeError:  # keys of mixed types (a batch of 8 beside "-"): first seen first
-        order = list(groups)
-    nan = float("nan")
-    return pd.DataFrame(
-        {
-            "median": [statistics.median(groups[k]) if groups[k] else nan for k in order],
-            "min": [min(groups[k]) if groups[k] else nan for k in order],
-            "max": [max(groups[k]) if groups[k] else nan for k in order],
-        },
-        index=pd.Index(order, name=keys.name),
-    )
 
 
 def slug(text: str) -> str:

@@ -55,7 +55,7 @@ def _points(ax: Any, rows: pd.DataFrame, value: str, series: str, colour_of: Map
         pts = line.dropna(subset=[value])
         if pts.empty:
             continue
-        stats = style.median_min_max(pts["batch_key"], pts[value]) * scale
+        stats = pts.groupby("batch_key")[value].agg(["median", "min", "max"]) * scale
         stats = stats.reindex([b for b in batches if b in stats.index])
         linestyle, marker = split_style.get(str(split), ("-", "o"))
         colour = colour_of.get(str(name), style.GREY)
