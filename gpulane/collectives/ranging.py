@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -89,35 +90,39 @@ class Shot:
         return self.placements * one
 
 
-def read_ranging(run_dir: Path) -> dict[tuple[str, int], Shot]:
-    """(collective, size) -> its :class:`Shot`, as rank 0 wrote them (complete lines)."""
+def _ranging_lines(run_dir: Path) -> Iterator[dict[str, Any]]:
+    """The JSON objects of rank 0's ranging file, as far as they are written."""
     try:
         text = ranging_path(run_dir).read_text(encoding="utf-8")
     except OSError:
-        return {}
-    out: dict[tuple[str, int], Shot] = {}
+        return
     for line in text.splitlines():
         try:
             one = json.loads(line)
+        except ValueError:
+            continue  # a line being written
+        if isinstance(one, dict):
+            yield one
+
+
+def read_ranging(run_dir: Path) -> dict[tuple[str, int], Shot]:
+    """(collective, size) -> its :class:`Shot`, as rank 0 wrote them (complete lines)."""
+    out: dict[tuple[str, int], Shot] = {}
+    for one in _ranging_lines(run_dir):
+        try:
             shot = Shot(float(one["s"]), float(one["fill_s"]), float(one["check_s"]),
                         int(one["placements"]))  # fmt: skip
             out[(str(one["op"]), int(one["size"]))] = shot
         except (ValueError, KeyError, TypeError):
-            continue  # a line being written
+            continue  # the shot's closing line, with its cost
     return out
 
 
 def ranging_ended_at(run_dir: Path) -> float | None:
     """When (``time.time()``) rank 0's ranging shot ended, None before it has."""
-    try:
-        text = ranging_path(run_dir).read_text(encoding="utf-8")
-    except OSError:
-        return None
-    for line in text.splitlines():
-        try:
-            return float(json.loads(line)["ended_at"])
-        except (ValueError, KeyError, TypeError):
-            continue  # a shot's line, or one being written
+    for one in _ranging_lines(run_dir):
+        if "ended_at" in one:
+            return float(one["ended_at"])
     return None
 
 
