@@ -85,13 +85,23 @@ def _draw(
 ) -> list[float]:
     """Median line (and min..max band over runs) per series and variant; the values drawn."""
     drawn: list[float] = []
-    for (name, variant), line in rows.groupby([series, "in_place"], sort=False, dropna=False):
+    # Lines in the order they first appear in the rows; one groupby for every line of the
+    # axes (a groupby per line cost about 3 ms each: most of a report's CPU on 100 runs).
+    line_of = rows.groupby([series, "in_place"], sort=False, dropna=False).ngroup()
+    keep = rows[metric].notna() & (rows[metric] > 0)
+    pts = rows[keep].assign(line_no=line_of[keep])
+    if pts.empty:
+        return drawn
+    by_line = pts.groupby("line_no", sort=True)
+    stats_of = pts.groupby(["line_no", "size_bytes"], sort=True)[metric].agg(
+        ["median", "min", "max"]
+    )
+    runs_of = by_line["run_id"].nunique()
+    firsts = by_line[[series, "in_place"]].first()
+    for line_no, stats in stats_of.groupby(level=0, sort=True):
+        stats = stats.droplevel(0)
+        name, variant = firsts.loc[line_no, series], firsts.loc[line_no, "in_place"]
         variant = variant if isinstance(variant, bool) else None
-        pts = line.dropna(subset=[metric])
-        pts = pts[pts[metric] > 0]
-        if pts.empty:
-            continue
-        stats = pts.groupby("size_bytes")[metric].agg(["median", "min", "max"]).sort_index()
         colour = colour_of.get(str(name), style.GREY)
         dashed = len(variants) > 1 and variant is True
         ax.plot(
@@ -101,7 +111,7 @@ def _draw(
             linestyle="--" if dashed else "-",
             marker="o",
         )
-        if pts["run_id"].nunique() > 1:
+        if runs_of.loc[line_no] > 1:
             ax.fill_between(
                 stats.index.astype(float), stats["min"], stats["max"], color=colour, alpha=0.15
             )
