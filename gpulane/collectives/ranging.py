@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -42,14 +43,22 @@ MIN_SIZES = 6
 # Where the ranging sizes sit, as shares of the log range of sizes: the top, where most
 # of the time is, and two below it, so that a bend in how time grows with size (a
 # protocol's switch, a cache's size) falls between two of them.
-AT_SHARES = (0.5, 0.75, 1.0)
-# Calls per ranging size: the first settles the size's buffers and connections, the last
-# is the one timed.
-CALLS = 2
+# The smallest size too: its shot is cheap (a latency) and puts the shot beside the first
+# lines done, so that their times calibrate the shots ahead at once (session/estimate).
+AT_SHARES = (0.0, 0.5, 0.75, 1.0)
+# Calls per ranging size: the first settles the size's buffers and connections, the
+# others are timed and their median kept, their spread told (the forecast's band). One
+# call timed alone swung by +-40 % on the loaded 2-core machine (8 consecutive 64 MiB
+# gloo calls: 67-128 ms, 2026-12-02 13:09 UTC, load 1.4-4.5; /tmp/h4/callexp.py).
+CALLS = 4
 # The fill and the check are timed on at most this many bytes and scaled to the size: they
 # go as the elements (a loop over chunks), and 4 MiB is enough elements (1 Mi floats) that
-# their fixed cost is lost in it, few enough to cost little.
+# their fixed cost is lost in it, few enough to cost little. Timed FILLS times, the least
+# kept: the first fill and check of a process carry torch's first-use costs, which the
+# scaling multiplies (a 64 MiB all_reduce's shot told 0.84 s to fill and 1.93 s to check,
+# 0.28 s and 0.86 s measured at that size; 2026-12-02 13:09 UTC, 2-core VM, load 1.4-4.5).
 FILL_AT = 4 << 20
+FILLS = 2
 
 
 def ranging_sizes(sizes: list[int]) -> list[int]:
@@ -79,6 +88,8 @@ class Shot:
     fill_s: float
     check_s: float
     placements: int
+    # the timed calls' spread, (max - min) / median; None from a shot of one timed call
+    spread: float | None = None
 
     def line_s(self, timing: Any) -> float:
         """A line's seconds at the shot's pace: in every placement, its calls and, as the
@@ -110,8 +121,10 @@ def read_ranging(run_dir: Path) -> dict[tuple[str, int], Shot]:
     out: dict[tuple[str, int], Shot] = {}
     for one in _ranging_lines(run_dir):
         try:
+            spread = one.get("spread")
             shot = Shot(float(one["s"]), float(one["fill_s"]), float(one["check_s"]),
-                        int(one["placements"]))  # fmt: skip
+                        int(one["placements"]),
+                        float(spread) if spread is not None else None)  # fmt: skip
             out[(str(one["op"]), int(one["size"]))] = shot
         except (ValueError, KeyError, TypeError):
             continue  # the shot's closing line, with its cost
@@ -151,7 +164,7 @@ def range_sweep(backend: Backend, plan: Any, ctx: RankContext, allowance: Any) -
             # index 0, so that the watchdog allows the point's time (a start-up beat
             # would not); the forecast tells it from the first point by its label
             ctx.heartbeat(0, f"ranging {op} {format_size(size)}", allowance(point))
-            call_s = _call_s(backend, point, places[0])
+            call_s, spread = _call_s(backend, point, places[0])
             # the fill and the check go as the elements: timed on at most FILL_AT bytes
             at = min(size, FILL_AT)
             if at not in filled:
@@ -159,7 +172,7 @@ def range_sweep(backend: Backend, plan: Any, ctx: RankContext, allowance: Any) -
                 filled[at] = _fill_check_s(backend, small, places[0])
             fill_s, check_s = (t * size / at for t in filled[at])
             if ctx.is_leader:
-                _report(ctx, op, size, Shot(call_s, fill_s, check_s, len(places)))
+                _report(ctx, op, size, Shot(call_s, fill_s, check_s, len(places), spread))
     if ctx.is_leader:  # what the shot cost the sweep, for the log (and the benchmark)
         took = time.monotonic() - began
         with open(ranging_path(ctx.run_dir), "a", encoding="utf-8") as fh:
@@ -169,8 +182,9 @@ def range_sweep(backend: Backend, plan: Any, ctx: RankContext, allowance: Any) -
         ctx.note(f"# ranging: done in {took:.1f} s, before the first point (no rows)")
 
 
-def _call_s(backend: Backend, point: Any, in_place: bool) -> float:
-    """Seconds of the last of CALLS calls, every rank starting them together. The buffers
+def _call_s(backend: Backend, point: Any, in_place: bool) -> tuple[float, float]:
+    """The median seconds of the CALLS - 1 calls after the first, every rank starting them
+    together, and their spread ((max - min) / median). The buffers
     are zeroed, not filled: a call's time does not depend on the values (zeros are no
     denormals), and a fill of the largest size costs more than its calls on a CPU."""
     bufs = backend.allocate(point, in_place)
@@ -179,9 +193,10 @@ def _call_s(backend: Backend, point: Any, in_place: bool) -> float:
     call = backend.prepare(point, bufs)
     backend.synchronize()
     backend.control.barrier()
-    times = backend.time_loop(call, CALLS)
+    times = sorted(float(t) for t in backend.time_loop(call, CALLS)[1:])
     backend.control.barrier()
-    return float(times[-1])
+    mid = statistics.median(times)
+    return mid, (times[-1] - times[0]) / mid if mid > 0 else 0.0
 
 
 def _fill_check_s(backend: Backend, point: Any, in_place: bool) -> tuple[float, float]:
@@ -191,16 +206,18 @@ def _fill_check_s(backend: Backend, point: Any, in_place: bool) -> tuple[float, 
     gloo line took 7 s wall for 26 calls of 84 ms."""
     bufs = backend.allocate(point, in_place)
     backend.control.barrier()
-    began = time.perf_counter()
-    fill_inputs(backend.ops, point, backend.rank, bufs.send, bufs.recv)
-    backend.synchronize()
-    fill_s = time.perf_counter() - began
-    began = time.perf_counter()
-    count_wrong(backend.ops, point, backend.rank, bufs.recv)
-    backend.synchronize()
-    check_s = time.perf_counter() - began
+    fills, checks = [], []
+    for _ in range(FILLS):
+        began = time.perf_counter()
+        fill_inputs(backend.ops, point, backend.rank, bufs.send, bufs.recv)
+        backend.synchronize()
+        fills.append(time.perf_counter() - began)
+        began = time.perf_counter()
+        count_wrong(backend.ops, point, backend.rank, bufs.recv)
+        backend.synchronize()
+        checks.append(time.perf_counter() - began)
     backend.control.barrier()
-    return fill_s, check_s
+    return min(fills), min(checks)
 
 
 def _report(ctx: RankContext, op: str, size: int, shot: Shot) -> None:
@@ -213,6 +230,7 @@ def _report(ctx: RankContext, op: str, size: int, shot: Shot) -> None:
         "fill_s": shot.fill_s,
         "check_s": shot.check_s,
         "placements": shot.placements,
+        "spread": shot.spread,
     }
     with open(path, "a", encoding="utf-8") as fh:
         fh.write(json.dumps(record) + "\n")

@@ -53,7 +53,13 @@ RECENT = 5  # lines whose misses make the band
 UNSEEN_BAND = 0.25
 # Added at full weight when all the time left rests on ranging calls: one call against a
 # line's mean of many, on a host whose other jobs come and go.
+# Used where a shot has no spread of its own (a shot of one timed call).
 SHOT_BAND = 0.15
+# The calibration of the shots ahead: fitted on the largest lines done, this many; their
+# ratio to the shots only once their shot times span this factor, and within R_LIMIT.
+CALIBRATE_ON = 6
+SPAN = 4.0
+R_LIMIT = 4.0
 
 
 def _calls(plan: Any) -> int:
@@ -119,6 +125,7 @@ class SweepForecast:
         self.took: dict[int, float] = {}  # line -> seconds (the first line: start-up too)
         # (op, size) -> a line's seconds at its ranging shot's pace
         self.ranged: dict[tuple[str, int], float] = {}
+        self.spreads: dict[tuple[str, int], float | None] = {}  # its timed calls' spread
         self._ranging_bytes = -1
         self._cache: dict[tuple[str, int, bool], float] = {}
 
@@ -158,6 +165,7 @@ class SweepForecast:
             self._ranging_bytes = size
             shots = read_ranging(self.run_dir)
             self.ranged = {k: shot.line_s(self.timing) for k, shot in shots.items()}
+            self.spreads = {k: shot.spread for k, shot in shots.items()}
             self._cache.clear()
 
     # -- what happened ----------------------------------------------------------------
@@ -196,29 +204,61 @@ class SweepForecast:
                 by.setdefault(size, []).append(t)
         return [(size, statistics.median(ts)) for size, ts in sorted(by.items())]
 
-    def _shot_scale(self, op: str, without: int | None = None) -> float:
-        """What lines done at ranging sizes took against their shots (``op``'s own,
-        else any collective's): a host busier or freer than during the shot, a line's
-        barriers and row; 1 before any such line."""
-        ratios: dict[str, list[float]] = {}
+    def _shot_curve(self, op: str, size: int) -> float | None:
+        """A line of ``op`` at ``size`` at its ranging shots' pace, in log-log between the
+        shots around it (the nearest one's pace per byte beyond them); None without one."""
+        shots = sorted((s, t) for (o, s), t in self.ranged.items() if o == op and t > 0)
+        if not shots:
+            return None
+        lower = [x for x in shots if x[0] <= size]
+        upper = [x for x in shots if x[0] >= size]
+        if lower and upper:
+            return _loglog(size, *lower[-1], *upper[0])
+        if upper:  # under the smallest shot: its latency
+            return upper[0][1]
+        s0, t0 = lower[-1]
+        return t0 * size / max(s0, 1)
+
+    def _calibration(self, op: str, without: int | None = None) -> tuple[float, float]:
+        """``(o, r)``: a line of ``op`` takes ``o + r * shot`` seconds, fitted to its lines
+        done against the shots' curve at their sizes (else to any collective's): ``o`` a
+        line's own cost beyond its calls (barriers, its row), ``r`` a host busier or
+        freer than during the shot. ``r`` is fitted only once the lines done span a
+        fourfold range of shot times (else 1: latency-bound lines say nothing of how the
+        large sizes go); (0, 1) before any line."""
+        pairs: dict[str, list[tuple[float, float]]] = {}
         for i, t in self.took.items():
             o, size = self.lines[i]
-            shot = self.ranged.get((o, size))
-            if shot and not (o == op and size == without):
-                ratios.setdefault(o, []).append(t / shot)
-        own = ratios.get(op) or [r for rs in ratios.values() for r in rs]
-        return statistics.median(own) if own else 1.0
+            if o == op and size == without:
+                continue
+            shot = self._shot_curve(o, size)
+            if shot is not None:
+                pairs.setdefault(o, []).append((shot, t))
+        own = pairs.get(op) or [p for ps in pairs.values() for p in ps]
+        own = sorted(own)[-CALIBRATE_ON:]  # the largest: nearest to what is ahead
+        if not own:
+            return 0.0, 1.0
+        xs = [x for x, _ in own]
+        ys = [y for _, y in own]
+        r = 1.0
+        if max(xs) >= SPAN * min(xs):
+            mx, my = statistics.fmean(xs), statistics.fmean(ys)
+            var = sum((x - mx) ** 2 for x in xs)
+            r = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / var
+            r = min(max(r, 1 / R_LIMIT), R_LIMIT)
+        o = max(statistics.median(y - r * x for x, y in own), 0.0)
+        return o, r
 
     def _anchors(self, op: str, without: int | None = None) -> list[tuple[int, float, bool]]:
         """(size, line seconds, from a ranging call) known for ``op``: its lines done, and
         its ranging calls above the largest of them (a line measured supersedes a call)."""
         measured = self._measured(op, without)
         top = measured[-1][0] if measured else 0
-        scale = self._shot_scale(op, without)
+        off, ratio = self._calibration(op, without)
         shots = [
-            (size, s * scale, True)
+            (size, off + s * ratio, True)
             for (o, size), s in self.ranged.items()
-            if o == op and size > top and s > 0 and scale > 0
+            if o == op and size > top and s > 0
         ]
         return [(size, t, False) for size, t in measured] + sorted(shots)
 
@@ -363,10 +403,16 @@ class SweepForecast:
             if size > 4 * max(self._known_to(op), 1):
                 unseen += t
             elif self._rests_on_shot(op, size):
-                shot += t
-        return min(
-            max(missed + (UNSEEN_BAND * unseen + SHOT_BAND * shot) / total, BAND_MIN), BAND_MAX
-        )
+                shot += t * self._shot_band(op)
+        return min(max(missed + (UNSEEN_BAND * unseen + shot) / total, BAND_MIN), BAND_MAX)
+
+    def _shot_band(self, op: str) -> float:
+        """How far a line resting on ``op``'s shots may be off: half the widest spread of
+        their timed calls (SHOT_BAND for a shot of one timed call)."""
+        spreads = [v for (o, _), v in self.spreads.items() if o == op]
+        if not spreads or any(v is None for v in spreads):
+            return SHOT_BAND
+        return max(v for v in spreads if v is not None) / 2
 
     def eta(self, now: float) -> str:
         """ "ETA 0:04:10 ±30 %", or "ETA 0:04:10 (rough)" before a point is measured."""

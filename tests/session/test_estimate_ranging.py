@@ -161,7 +161,7 @@ def test_lines_at_ranging_sizes_scale_the_shots_still_ahead(tmp_path: Path) -> N
     plant_ranging(tmp_path, ops, 2, places)
     slower = [2 * t for t in truth(ops, 2, places)]  # the host twice as busy after the shot
     fc = forecast(ops, tmp_path)
-    mid = SIZES.index(ranging_sizes(SIZES)[1])  # done up to the second ranging size
+    mid = SIZES.index(ranging_sizes(SIZES)[2])  # done up to the third ranging size (JUMP)
     now = run_to(fc, tmp_path, slower, mid + 1)
     assert fc.left_s(now) == pytest.approx(sum(slower[mid + 1 :]), rel=0.1)
 
@@ -181,12 +181,13 @@ def test_the_ranging_beat_is_not_the_first_points_start(tmp_path: Path) -> None:
 
 
 def test_the_ranging_sizes_are_the_top_of_the_range() -> None:
-    assert ranging_sizes(SIZES) == [8 << 10, 256 << 10, 8 << 20]  # halfway, 3/4, the top
+    # the bottom, halfway, 3/4, the top
+    assert ranging_sizes(SIZES) == [8, 8 << 10, 256 << 10, 8 << 20]
     linear = list(range(512 << 10, (8 << 20) + 1, 512 << 10))
     picked = ranging_sizes(linear)
-    assert picked[-1] == 8 << 20 and len(picked) == 3 and all(s in linear for s in picked)
+    assert picked[-1] == 8 << 20 and len(picked) == 4 and all(s in linear for s in picked)
     assert ranging_sizes(SIZES[: MIN_SIZES - 1]) == []  # a short sweep: no ranging
-    assert len(ranging_sizes(SIZES[:MIN_SIZES])) == 3
+    assert len(ranging_sizes(SIZES[:MIN_SIZES])) == 4
 
 
 def test_ranging_only_where_a_forecast_is_read() -> None:
