@@ -55,10 +55,9 @@ UNSEEN_BAND = 0.25
 # line's mean of many, on a host whose other jobs come and go.
 # Used where a shot has no spread of its own (a shot of one timed call).
 SHOT_BAND = 0.15
-# The calibration of the shots ahead: fitted on the largest lines done, this many; their
-# ratio to the shots only once their shot times span this factor, and within R_LIMIT.
-CALIBRATE_ON = 6
-SPAN = 4.0
+# The calibration of the shots ahead: its ratio from the largest lines done, this many,
+# within R_LIMIT either way.
+CALIBRATE_ON = 5
 R_LIMIT = 4.0
 
 
@@ -164,7 +163,13 @@ class SweepForecast:
         if size != self._ranging_bytes:
             self._ranging_bytes = size
             shots = read_ranging(self.run_dir)
-            self.ranged = {k: shot.line_s(self.timing) for k, shot in shots.items()}
+            ranged = {k: shot.line_s(self.timing) for k, shot in shots.items()}
+            # a shot under a larger size's is a spike of the host's (its other jobs),
+            # not the path's: a line is no slower than one of a larger size
+            self.ranged = {}
+            for op, size in sorted(ranged, key=lambda k: (k[0], -k[1])):
+                above = [t for (o, s), t in self.ranged.items() if o == op and s > size]
+                self.ranged[(op, size)] = min([ranged[(op, size)], *above])
             self.spreads = {k: shot.spread for k, shot in shots.items()}
             self._cache.clear()
 
@@ -220,34 +225,38 @@ class SweepForecast:
         return t0 * size / max(s0, 1)
 
     def _calibration(self, op: str, without: int | None = None) -> tuple[float, float]:
-        """``(o, r)``: a line of ``op`` takes ``o + r * shot`` seconds, fitted to its lines
-        done against the shots' curve at their sizes (else to any collective's): ``o`` a
-        line's own cost beyond its calls (barriers, its row), ``r`` a host busier or
-        freer than during the shot. ``r`` is fitted only once the lines done span a
-        fourfold range of shot times (else 1: latency-bound lines say nothing of how the
-        large sizes go); (0, 1) before any line."""
-        pairs: dict[str, list[tuple[float, float]]] = {}
+        """``(o, r)``: a line of ``op`` takes ``o + r * shot`` seconds, from its lines done
+        against the shots' curve at their sizes (else any collective's). ``o``: a line's
+        own cost beyond its calls (barriers, its row, its beat), from the lines whose shot
+        time is least; ``r``: a host busier or freer than during the shot, the median of
+        ``(line - o) / shot`` over the largest lines at ranging sizes whose shot time is
+        SIZE_TERM_ABOVE times ``o`` and the smallest line's shot time or more (1 before
+        any such: below it, a ratio is the latency's noise).
+        (0, 1) before any line."""
+        own = self._calibration_pairs(op, without)
+        if not own:
+            return 0.0, 1.0
+        o = max(statistics.median(y - x for x, y, _ in own[:3]), 0.0)
+        # the ratio only at a shot's own size (not between two: a shot at a small size is
+        # a latency, which swung 0.3-4.4 ms a call between two runs on the 2-core VM),
+        # and only where its size term shows
+        floor = SIZE_TERM_ABOVE * max(o, own[0][0])
+        big = [(y - o) / x for x, y, at in own if at and x >= floor and x > 0]
+        r = statistics.median(big[-CALIBRATE_ON:]) if big else 1.0
+        return o, min(max(r, 1 / R_LIMIT), R_LIMIT)
+
+    def _calibration_pairs(self, op: str, without: int | None) -> list[tuple[float, float, bool]]:
+        """(shot curve, seconds, at a shot's own size) of ``op``'s lines done, else of any
+        collective's, but those of size ``without``; by shot time, ascending."""
+        pairs: dict[str, list[tuple[float, float, bool]]] = {}
         for i, t in self.took.items():
             o, size = self.lines[i]
             if o == op and size == without:
                 continue
             shot = self._shot_curve(o, size)
             if shot is not None:
-                pairs.setdefault(o, []).append((shot, t))
-        own = pairs.get(op) or [p for ps in pairs.values() for p in ps]
-        own = sorted(own)[-CALIBRATE_ON:]  # the largest: nearest to what is ahead
-        if not own:
-            return 0.0, 1.0
-        xs = [x for x, _ in own]
-        ys = [y for _, y in own]
-        r = 1.0
-        if max(xs) >= SPAN * min(xs):
-            mx, my = statistics.fmean(xs), statistics.fmean(ys)
-            var = sum((x - mx) ** 2 for x in xs)
-            r = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / var
-            r = min(max(r, 1 / R_LIMIT), R_LIMIT)
-        o = max(statistics.median(y - r * x for x, y in own), 0.0)
-        return o, r
+                pairs.setdefault(o, []).append((shot, t, (o, size) in self.ranged))
+        return sorted(pairs.get(op) or [p for ps in pairs.values() for p in ps])
 
     def _anchors(self, op: str, without: int | None = None) -> list[tuple[int, float, bool]]:
         """(size, line seconds, from a ranging call) known for ``op``: its lines done, and
@@ -383,36 +392,35 @@ class SweepForecast:
         return current - ran + sum(rest[1:])
 
     def band(self) -> float | None:
-        """The relative band of :meth:`left_s`; None while it is the a-priori model."""
+        """The relative band of :meth:`left_s`; None while it is the a-priori model. Each
+        line left adds its time times how far off it may be: a line resting on a ranging
+        shot, half its calls' spread plus SHOT_BAND; any other, how far the forecast
+        missed the last lines done (told from the times known without each); one far
+        above anything known, UNSEEN_BAND more."""
         if not self.took:
             return None
-        # how far the forecast missed each of the last lines done, told from what was
-        # known before it (the lines under its size, the ranging calls)
         recent = sorted(self.took)[-RECENT:]
         pairs = [(self.predict(*self.lines[i], without=True), self.took[i]) for i in recent]
         weight = sum(p for p, _ in pairs)
         missed = sum(abs(t - p) for p, t in pairs) / weight if weight > 0 else 0.5
-        # the shares of the time left that rest on one ranging call, or on no time seen
-        # at a size within 4x
         rest = range(self.done, len(self.lines))
         times = {i: self.line_s(i) for i in rest}
         total = sum(times.values()) or 1.0
-        unseen = shot = 0.0
+        off = 0.0
         for i, t in times.items():
             op, size = self.lines[i]
+            share = self._shot_band(op, size) if self._rests_on_shot(op, size) else missed
             if size > 4 * max(self._known_to(op), 1):
-                unseen += t
-            elif self._rests_on_shot(op, size):
-                shot += t * self._shot_band(op)
-        return min(max(missed + (UNSEEN_BAND * unseen + shot) / total, BAND_MIN), BAND_MAX)
+                share += UNSEEN_BAND
+            off += t * share
+        return min(max(off / total, BAND_MIN), BAND_MAX)
 
-    def _shot_band(self, op: str) -> float:
-        """How far a line resting on ``op``'s shots may be off: half the widest spread of
-        their timed calls (SHOT_BAND for a shot of one timed call)."""
-        spreads = [v for (o, _), v in self.spreads.items() if o == op]
-        if not spreads or any(v is None for v in spreads):
-            return SHOT_BAND
-        return max(v for v in spreads if v is not None) / 2
+    def _shot_band(self, op: str, size: int) -> float:
+        """How far a line of ``op`` at ``size`` resting on its shots may be off: half the
+        spread of the calls of the shot at or above it, plus SHOT_BAND."""
+        above = sorted((s, v) for (o, s), v in self.spreads.items() if o == op and s >= size)
+        spread = above[0][1] if above else None
+        return SHOT_BAND + (spread / 2 if spread is not None else SHOT_BAND)
 
     def eta(self, now: float) -> str:
         """ "ETA 0:04:10 ±30 %", or "ETA 0:04:10 (rough)" before a point is measured."""
