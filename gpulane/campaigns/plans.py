@@ -76,6 +76,7 @@ def pair_rounds(nodes: Sequence[str]) -> list[list[list[str]]]:
     if len(ns) % 2:
         ns.append(None)  # the resting slot
     n = len(ns)
+    place = {v: i for i, v in enumerate(ns)}  # ns.index(a) per pair was O(n^3) in all
     rounds: list[list[list[str]]] = []
     ring = ns[1:]
     for _ in range(n - 1):
@@ -84,7 +85,7 @@ def pair_rounds(nodes: Sequence[str]) -> list[list[list[str]]]:
         for i in range(n // 2):
             a, b = order[i], order[n - 1 - i]
             if a is not None and b is not None:
-                pairs.append([a, b] if ns.index(a) < ns.index(b) else [b, a])
+                pairs.append([a, b] if place[a] < place[b] else [b, a])
         rounds.append(pairs)
         ring = ring[-1:] + ring[:-1]
     return rounds

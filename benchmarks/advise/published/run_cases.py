@@ -18,8 +18,8 @@ figure of the case's GPU and link; else the what_if projection (advise.yaml proj
 from __future__ import annotations
 
 import argparse
+import functools
 import json
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -31,12 +31,14 @@ ROOT = HERE.parents[2]
 REFERENCE = ROOT / "gpulane/conf/reference"
 sys.path.insert(0, str(ROOT))
 
+from benchmarks import forked_run  # noqa: E402
 from benchmarks.advise.published.case_list import CASES  # noqa: E402  (sources quoted)
 
 
 def advise(args: list[str]) -> dict[str, Any]:
     cmd = [sys.executable, "-m", "gpulane", "advise", *args, "format=json"]
-    out = subprocess.run(cmd, capture_output=True, text=True, check=False, cwd=ROOT)
+    forked_run.preload()  # once: each of the 14 runs is then a fork, not a new interpreter
+    out = forked_run.run(cmd, ROOT)
     if out.returncode != 0:
         raise SystemExit(f"gpulane advise {' '.join(args)}: {out.stderr.strip()}")
     result: dict[str, Any] = json.loads(out.stdout)
@@ -56,8 +58,8 @@ def reference_allreduce(gpu: str, link: str, gpus: int) -> dict[str, Any] | None
     path: an entry's ``path: "*"``) and GPU count, with P2P on (an entry's ``p2p`` unset
     or true: the published runs' state); the one over the largest sizes, if any."""
     found = []
-    for path in sorted(REFERENCE.glob("*.yaml")):
-        for e in yaml.safe_load(path.read_text()) or []:
+    for path, entries in _reference_tables():
+        for e in entries:
             if not isinstance(e, dict) or e.get("kind", "collective") != "collective":
                 continue
             gpu_names = [str(g) for g in e.get("gpu") or []]
@@ -71,6 +73,12 @@ def reference_allreduce(gpu: str, link: str, gpus: int) -> dict[str, Any] | None
                 continue
             found.append({**e, "file": path.name})
     return max(found, key=_largest_sizes) if found else None
+
+
+@functools.cache
+def _reference_tables() -> list[tuple[Path, list[Any]]]:
+    """Each reference YAML parsed once (it was parsed again for each of the cases)."""
+    return [(p, yaml.safe_load(p.read_text()) or []) for p in sorted(REFERENCE.glob("*.yaml"))]
 
 
 def collective_args(case: dict[str, Any]) -> tuple[list[str], str]:
