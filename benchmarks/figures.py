@@ -50,6 +50,7 @@ table or a regex are numbers.
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import math
 import re
@@ -67,6 +68,9 @@ from benchmarks import archive, forked_run
 from gpulane.units import parse_size
 
 ROOT = Path(__file__).resolve().parents[1]
+# libyaml's safe loader where PyYAML was built with it: the same documents, a tenth of the
+# CPU (tests/benchmarks/test_figures_cache.py holds every README's blocks to the Python one)
+SAFE_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 BLOCK = re.compile(r"^```figures[ \t]*\n(.*?)^```[ \t]*$", re.S | re.M)
 # a sign counts only where it starts a word ("-0.5", "+25 %"; not "0.82-0.87")
 NUMBER = re.compile(r"(?:(?<![\w.])[-+−])?\d[\d,]*(?:\.\d+)?(?:[eE][-+]?\d+)?")
@@ -206,9 +210,30 @@ def _nccl_tests_records(path: Path, name: Path) -> list[Record]:
     return [Record(r.to_dict()) for r in rows_from_log(_text(path), str(name))]
 
 
+# (file, a digest of its bytes, how it is read) -> its records as read: several figures
+# read the same file (a topic's rows, mutation.json), so it is parsed once while its bytes
+# stay the same. The key holds the bytes' digest, not the mtime: a file rewritten with the
+# same size within one tick of the file system's clock keeps its mtime.
+_READ: dict[tuple[Any, ...], list[Record]] = {}
+
+
 def read_records(path: Path, spec: dict[str, Any]) -> list[Record]:
-    name, shown_as = path.name.removesuffix(".gz"), path
-    path = archive.real(path)  # a member of a packed folder is read from its unpacked copy
+    """The records of ``path`` as ``spec`` reads them (fresh copies: a caller may add
+    fields, as ``compute`` adds ``_file``)."""
+    real = archive.real(path)  # a member of a packed folder is read from its unpacked copy
+    try:
+        digest = hashlib.blake2b(real.read_bytes(), digest_size=20).hexdigest()
+    except OSError:
+        return _read_records(path, real, spec)  # the reader's own error names it
+    how = tuple((k in spec, str(spec.get(k))) for k in ("read", "pattern", "items"))
+    key = (str(path), digest, *how)
+    if key not in _READ:
+        _READ[key] = _read_records(path, real, spec)
+    return [Record(r) for r in _READ[key]]
+
+
+def _read_records(shown_as: Path, path: Path, spec: dict[str, Any]) -> list[Record]:
+    name = shown_as.name.removesuffix(".gz")
     reader = spec.get("read") or (
         "regex" if "pattern" in spec else
         "rows" if name.endswith(".jsonl") else
@@ -423,7 +448,7 @@ def figures_of(readme: Path) -> list[Figure]:
     figs: list[Figure] = []
     for block in blocks(text):
         try:
-            entries = yaml.safe_load(block) or []
+            entries = yaml.load(block, Loader=SAFE_LOADER) or []
         except yaml.YAMLError as err:
             raise FigureError(f"{readme}: a figures block is not YAML: {err}") from None
         if not isinstance(entries, list):
