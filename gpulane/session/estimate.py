@@ -164,12 +164,13 @@ class SweepForecast:
             self._ranging_bytes = size
             shots = read_ranging(self.run_dir)
             ranged = {k: shot.line_s(self.timing) for k, shot in shots.items()}
-            # a shot under a larger size's is a spike of the host's (its other jobs),
-            # not the path's: a line is no slower than one of a larger size
+            # a shot slower than one at a larger size is a spike of the host's (its
+            # other jobs), not the path's: dropped, the sizes around it tell its size
             self.ranged = {}
             for op, size in sorted(ranged, key=lambda k: (k[0], -k[1])):
                 above = [t for (o, s), t in self.ranged.items() if o == op and s > size]
-                self.ranged[(op, size)] = min([ranged[(op, size)], *above])
+                if all(ranged[(op, size)] <= t for t in above):
+                    self.ranged[(op, size)] = ranged[(op, size)]
             self.spreads = {k: shot.spread for k, shot in shots.items()}
             self._cache.clear()
 
