@@ -1,16 +1,17 @@
-"""The ranging shot: before a sweep's first point, each collective makes one timed call at
-a few of the sweep's largest sizes, so that the live ETA (``session/estimate``) knows how
+"""The ranging shot: before a sweep's first point, each collective makes a few timed calls
+at its smallest size and at a few of its largest sizes, so that the live ETA (``session/estimate``) knows how
 the large sizes go before the small ones are done.
 
 A doubling sweep spends most of its time on its last few sizes, and the first points
 cannot tell how those go: on a loaded 2-core host a gloo line's time jumped tenfold
 between 128 KiB and 256 KiB and then grew as about size^0.3 (benchmarks/cli/README.md).
-Two calls (the second timed) at the largest size, and at sizes halfway and three
-quarters up the range of sizes (in log), and a fill and a check on at most 4 MiB, cost
+Four calls (the median of the last three timed) at the smallest and largest sizes, and at
+sizes halfway and three quarters up the range of sizes (in log), and two fills and checks
+on at most 4 MiB, cost
 little against the sweep: the largest line alone makes warm-up + iters + check calls per
-placement, 26 by default, with two fills and a check. Measured: 1.6-9.3 % of a sweep's
-wall time on the loaded 2-core machine (benchmarks/cli/README.md), most where the sweep
-is short or its ranks share the cores.
+placement, 26 by default, with two fills and a check. Measured: 3.1-11.5 % of a sweep's
+wall time on the shared 2-core machine (benchmarks/cli/README.md, 2026-12-02 13:44 UTC),
+most where the sweep is short or its ranks share the cores.
 
 The ranging calls are no rows and no measurement: their buffers are the sweep's own and
 their results are dropped; for the points after them they act as extra warm-up at most.
