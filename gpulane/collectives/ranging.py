@@ -1,14 +1,13 @@
 """The ranging shot: before a sweep's first point, each collective makes a few timed calls
-at its smallest size and at a few of its largest sizes, so that the live ETA (``session/estimate``) knows how
-the large sizes go before the small ones are done.
+at its smallest size and at a few of its largest sizes, so that the live ETA
+(``session/estimate``) knows how the large sizes go before the small ones are done.
 
 A doubling sweep spends most of its time on its last few sizes, and the first points
 cannot tell how those go: on a loaded 2-core host a gloo line's time jumped tenfold
 between 128 KiB and 256 KiB and then grew as about size^0.3 (benchmarks/cli/README.md).
 Four calls (the median of the last three timed) at the smallest and largest sizes, and at
 sizes halfway and three quarters up the range of sizes (in log), and two fills and checks
-on at most 4 MiB, cost
-little against the sweep: the largest line alone makes warm-up + iters + check calls per
+on at most 4 MiB, cost little against the sweep: the largest line alone makes warm-up + iters + check calls per
 placement, 26 by default, with two fills and a check. Measured: 3.1-11.5 % of a sweep's
 wall time on the shared 2-core machine (benchmarks/cli/README.md, 2026-12-02 13:44 UTC),
 most where the sweep is short or its ranks share the cores.
