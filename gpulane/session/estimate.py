@@ -55,7 +55,7 @@ UNSEEN_BAND = 0.25
 # Added at full weight when all the time left rests on ranging calls: one call against a
 # line's mean of many, on a host whose other jobs come and go.
 # Added to a shot's own spread: the gap between a shot and the line it tells, seen at
-# 128 MiB on the 2-core VM (-17 % to +16 %, four traced sweeps, 2026-12-02 13:12-13:17 UTC).
+# 128 MiB on the 2-core VM (+5.7 % and -10.2 %, two traced sweeps, 2026-12-02 13:12-13:18 UTC).
 SHOT_BAND = 0.15
 # The calibration of the shots ahead: its ratio from the largest lines done, this many,
 # within R_LIMIT either way.
