@@ -99,7 +99,7 @@ class ParquetRows:
         columns = []
         for i, name in enumerate(FIELDS):
             if i == _EXTRA:
-                column = list(map(_ENCODE_SORTED, [line.get("extra") or {} for line in dicts]))
+                column = _own_extra_texts(dicts)
             elif one_base and name not in present:
                 value = lines[0][0][i]
                 columns.append(
@@ -235,6 +235,22 @@ class ParquetRows:
             return self.out
         finally:
             self._parts.cleanup()
+
+
+def _own_extra_texts(lines: list[dict[str, Any]]) -> list[str]:
+    """Each line's own ``extra`` as ``_ENCODE_SORTED`` writes it. Most lines of an
+    imported log hold only the number of the log's line they came from (``{"line": 13}``):
+    that text is made without the encoder (an int prints as its repr there too)."""
+    out = []
+    for line in lines:
+        own = line.get("extra")
+        if not own:
+            out.append("{}")
+        elif len(own) == 1 and type(own.get("line")) is int:
+            out.append(f'{{"line": {own["line"]!r}}}')
+        else:
+            out.append(_ENCODE_SORTED(own))
+    return out
 
 
 def _array(pa: Any, column: Iterable[Any]) -> Any:

@@ -46,8 +46,7 @@ def format_float(value: float, width: int) -> str:
     return text.rjust(width)
 
 
-def _num(value: float | None, width: int) -> str:
-    return "n/a".rjust(width) if value is None else format_float(value, width)
+_NA7, _NA6 = "n/a".rjust(7), "n/a".rjust(6)  # an absent time, bandwidth
 
 
 def header_lines(row: Row) -> list[str]:
@@ -115,23 +114,24 @@ def header_lines(row: Row) -> list[str]:
 def table_line(halves: dict[bool, Row]) -> str:
     """One size's line: its out-of-place and in-place results side by side."""
     first = halves.get(False) or halves[True]
-    text = (
-        f"{'' if first.size_bytes is None else first.size_bytes:>12}"
-        f"  {'' if first.count is None else first.count:>12}"
-        f"  {first.dtype or '':>8}  {first.redop or '':>6}"
-        f"  {'' if first.root is None else first.root:>6}"
-    )
-    for in_place in (False, True):
-        half = halves.get(in_place)
+    size, count, root = first.size_bytes, first.count, first.root
+    parts = [
+        f"{'' if size is None else size:>12}  {'' if count is None else count:>12}"
+        f"  {first.dtype or '':>8}  {first.redop or '':>6}  {'' if root is None else root:>6}"
+    ]
+    # (format_float written out: a long log prints six such numbers a line)
+    for half in (halves.get(False), halves.get(True)):
         if half is None:
-            text += " " * 34
+            parts.append(" " * 34)
             continue
-        wrong = "N/A" if half.wrong is None else str(half.wrong)
-        text += (
-            f"  {_num(half.time_us, 7)}  {_num(half.algbw_gbps, 6)}"
-            f"  {_num(half.busbw_gbps, 6)}  {wrong:>6}"
+        t, a, b, wrong = half.time_us, half.algbw_gbps, half.busbw_gbps, half.wrong
+        parts.append(
+            f"  {_NA7 if t is None else format_float(t, 7)}"
+            f"  {_NA6 if a is None else format_float(a, 6)}"
+            f"  {_NA6 if b is None else format_float(b, 6)}"
+            f"  {'N/A' if wrong is None else str(wrong):>6}"
         )
-    return text
+    return "".join(parts)
 
 
 def summary_lines(row: Row) -> list[str]:
