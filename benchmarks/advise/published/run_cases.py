@@ -110,7 +110,10 @@ def fill(case: dict[str, Any], arm: dict[str, Any]) -> int:
     conf = yaml.safe_load((ROOT / "gpulane/conf/advise.yaml").read_text())
     memory = float(conf["gpu_specs"][case["gpu"]]["memory_gib"])
     wl = Workload(1, case["input_len"], case["output_len"], advise_dtype_bytes(case["dtype"]))
-    return largest_batch(packaged_shape(case["model"]), arm["tp"], arm["pp"], wl, memory)
+    shape = packaged_shape(case["model"])
+    if shape is None:  # a case names a model gpulane packages: a typo is the case file's
+        raise SystemExit(f"run_cases: model {case['model']!r} is not one gpulane packages")
+    return largest_batch(shape, arm["tp"], arm["pp"], wl, memory)
 
 
 def arm_figure(case: dict[str, Any], arm: dict[str, Any], extra: list[str]) -> dict[str, Any]:

@@ -96,12 +96,13 @@ def _draw(
     stats_of = pts.groupby(["line_no", "size_bytes"], sort=True)[metric].agg(
         ["median", "min", "max"]
     )
-    runs_of = by_line["run_id"].nunique()
-    firsts = by_line[[series, "in_place"]].first()
-    for line_no, stats in stats_of.groupby(level=0, sort=True):
-        stats = stats.droplevel(0)
-        name, variant = firsts.loc[line_no, series], firsts.loc[line_no, "in_place"]
-        variant = variant if isinstance(variant, bool) else None
+    runs_of = by_line["run_id"].nunique().to_dict()
+    firsts = by_line[[series, "in_place"]].first().to_dict("index")
+    for line_no, line_stats in stats_of.groupby(level=0, sort=True):
+        stats = line_stats.droplevel(0)
+        first = firsts[line_no]
+        name, in_place = first[series], first["in_place"]
+        variant = in_place if isinstance(in_place, bool) else None
         colour = colour_of.get(str(name), style.GREY)
         dashed = len(variants) > 1 and variant is True
         ax.plot(
@@ -111,7 +112,7 @@ def _draw(
             linestyle="--" if dashed else "-",
             marker="o",
         )
-        if runs_of.loc[line_no] > 1:
+        if runs_of[line_no] > 1:
             ax.fill_between(
                 stats.index.astype(float), stats["min"], stats["max"], color=colour, alpha=0.15
             )
