@@ -204,8 +204,10 @@ def test_a_sweep_whose_reader_went_away_ends_its_ranks(tmp_path: Path) -> None:
     """`gpulane sweep | head -3`: once head has its lines, the run stops as if
     interrupted, quietly: ranks ended, rows kept, 141."""
     runs = tmp_path / "runs"
+    # progress=false: no ranging shot, whose five "# ranging:" lines would fill head's
+    # three before any point is measured (a fresh-clone CI run of 7144c82 found no row)
     cmd = (
-        f"{sys.executable} -m gpulane sweep device=cpu sizes.max=1M iters=5 "
+        f"{sys.executable} -m gpulane sweep device=cpu sizes.max=1M iters=5 progress=false "
         f"results_dir={runs} | head -3"
     )
     out = _pipeline(cmd, tmp_path)
