@@ -119,7 +119,7 @@ def table_line(halves: dict[bool, Row]) -> str:
         f"{'' if size is None else size:>12}  {'' if count is None else count:>12}"
         f"  {first.dtype or '':>8}  {first.redop or '':>6}  {'' if root is None else root:>6}"
     ]
-    # (format_float written out: a long log prints six such numbers a line)
+    # no helper call per number (an absent one is "n/a"): a long log prints six a line
     for half in (halves.get(False), halves.get(True)):
         if half is None:
             parts.append(" " * 34)
