@@ -93,12 +93,15 @@ class Entry:
         model = "any GPU" if model == ANY_GPU else model
         nodes = f"{self.nodes} nodes × " if self.nodes > 1 else ""
         if self.world_size == 0 and self.op == "p2p":
-            text = f"a pair of {model}" + (f" on {self.path}" if self.path != "*" else "")
+            pair = "a pair of GPUs" if model == "any GPU" else f"a pair of {model}"
+            text = pair + (f" on {self.path}" if self.path != "*" else "")
             if self.p2p is not None:
                 text += " P2P on" if self.p2p else " P2P off"
             return text + (", both directions" if self.bidirectional else "")
         if self.world_size == 0:
-            text = f"one {model}" + (f" on {self.link}" if self.link else "")
+            # "any GPU on PCIe Gen5 x16", not "one any GPU on ...": the entry names no model
+            text = "any GPU" if model == "any GPU" else f"one {model}"
+            text += f" on {self.link}" if self.link else ""
             mem = " ".join(m for m in (self.memory, self.host_memory) if m)
             text += f" ({mem} memory)" if mem else ""
             text += ", both directions" if self.bidirectional else ""

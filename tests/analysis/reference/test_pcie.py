@@ -89,6 +89,8 @@ def test_fallback_names_the_figure_it_used() -> None:
     rtx5090 = copy_row(54.0, gpu="NVIDIA GeForce RTX 5090")
     text = verdict(rtx5090, shipped())
     assert "same link, other GPU" in text and "Azure" in text and "normal" in text
+    # the entry names no model: "for any GPU on ...", never "for one any GPU"
+    assert "normal for any GPU on PCIe Gen5 x16" in text and "one any" not in text
     anon = copy_row(54.0, gpu=None)
     assert "same link, GPU not named" in verdict(anon, shipped())
     # the GPU's own figure wins over the link's
