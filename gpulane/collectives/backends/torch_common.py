@@ -69,3 +69,18 @@ def init_method(ctx: RankContext) -> str:
     addr = ctx.info.master_addr or os.environ.get("MASTER_ADDR", "127.0.0.1")
     port = ctx.info.master_port or int(os.environ.get("MASTER_PORT", "29500"))
     return f"tcp://{addr}:{port}"
+
+
+def cpu_threads(ctx: RankContext, environ: dict[str, str] | None = None) -> int:
+    """Intra-op threads for a gloo rank: ``OMP_NUM_THREADS`` where the user set it, else 1
+    when several ranks share the host, as torchrun sets it (its "to avoid your system being
+    overloaded"). gloo runs a collective on its own threads; torch's pool only fills and
+    checks the buffers, and each rank's pool as wide as the host competed with gloo's: on
+    the 16-core host a 4-rank sweep took 18.4 s with it and 10.6 s with 1 thread, and the
+    ranging shot told the lines' time only with 1 (benchmarks/cli/README.md). A forked rank
+    needs this call: OpenMP read the variable when the fork server imported torch."""
+    env = os.environ if environ is None else environ
+    given = env.get("OMP_NUM_THREADS", "").strip()
+    if given.isdigit() and int(given) > 0:
+        return int(given)
+    return 1 if ctx.info.local_world_size > 1 else max(1, os.cpu_count() or 1)

@@ -16,7 +16,12 @@ from typing import Any
 from gpulane.collectives.backends import cuda_timing
 from gpulane.collectives.backends.base import Backend, Buffers, backend_options, cannot_run
 from gpulane.collectives.backends.nccl_memory import NcclArenas, memory_options, ncclmem_arenas
-from gpulane.collectives.backends.torch_common import TorchControl, TorchOps, init_method
+from gpulane.collectives.backends.torch_common import (
+    TorchControl,
+    TorchOps,
+    cpu_threads,
+    init_method,
+)
 from gpulane.collectives.spec import DTYPES, Point
 from gpulane.collectives.values import Array
 from gpulane.errors import InputError, MissingComponent
@@ -91,6 +96,7 @@ class TorchBackend(Backend):
             pg_backend = "nccl"
         else:
             self.device = torch.device("cpu")
+            torch.set_num_threads(cpu_threads(ctx))
             pg_backend = "gloo"
         self.name = f"torch-{pg_backend}"
         self.on_device = use_cuda

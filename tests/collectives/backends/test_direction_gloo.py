@@ -47,6 +47,7 @@ def direction_job(cfg: Any, ctx: Any) -> None:
             backend.launch(point, bufs)
             backend.synchronize()
             got[op] = bufs.recv.tolist()
+        got["threads"] = [torch.get_num_threads()]
         (ctx.run_dir / f"recv-{ctx.rank}.json").write_text(json.dumps(got))
     finally:
         backend.close()
@@ -56,7 +57,11 @@ def run_ranks(run_dir: Path, n: int) -> list[dict[str, list[int]]]:
     (run_dir / "config.yaml").write_text("{}\n")
     port = free_port()
     env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMI_", "SLURM_"))},
+        **{
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("OMPI_", "PMI_", "SLURM_")) and k != "OMP_NUM_THREADS"
+        },
         "PYTHONPATH": str(ROOT),
         "WORLD_SIZE": str(n),
         "LOCAL_WORLD_SIZE": str(n),
@@ -98,6 +103,8 @@ def test_sendrecv_and_alltoall_directions(tmp_path: Path, n: int) -> None:
         # alltoall: block j holds what rank j sent to this rank (its block number `rank`)
         want = [1000 * j + rank * PER_PEER + k for j in range(n) for k in range(PER_PEER)]
         assert got[rank]["alltoall"] == want, rank
+        # ranks sharing the host take one intra-op thread each, as torchrun gives them
+        assert got[rank]["threads"] == [1], rank
 
 
 @pytest.mark.parametrize("n", [2, 3, 4])
@@ -116,3 +123,20 @@ def test_the_spec_expects_the_same_directions(op: str, n: int) -> None:
             moved = np.concatenate([inputs[j][rank * c : (rank + 1) * c] for j in range(n)])
         idx = np.arange(point.counts.recv)
         assert (expected(ops, point, rank, idx) == moved).all(), rank
+
+
+def test_cpu_threads_follow_omp_num_threads_else_one_a_shared_host() -> None:
+    from gpulane.collectives.backends.torch_common import cpu_threads
+    from gpulane.rank import RankContext, RankInfo
+
+    def ctx(local: int) -> RankContext:
+        info = RankInfo(0, local * 2, 0, local, None, None, "gpulane")
+        return RankContext(info, Path("."), "h")
+
+    cores = os.cpu_count() or 1
+    for local in (2, 3, 4, 8):
+        assert cpu_threads(ctx(local), {}) == 1
+        assert cpu_threads(ctx(local), {"OMP_NUM_THREADS": "6"}) == 6
+    assert cpu_threads(ctx(1), {}) == cores  # alone on its host: torch's own default
+    assert cpu_threads(ctx(2), {"OMP_NUM_THREADS": "0"}) == 1  # not a count: ignored
+    assert cpu_threads(ctx(1), {"OMP_NUM_THREADS": " 3 "}) == 3
