@@ -211,9 +211,18 @@ def _config(t: Target) -> str:
     )
 
 
-# Beside gpulane and tests in the scratch copy: nothing (the tests import no benchmarks
-# module; tests/forked_cli.py has its own copy of what benchmarks/forked_run.py does).
-SHARED: tuple[str, ...] = ()
+# Beside gpulane and tests in the scratch copy: the runner that runs mutmut there (the
+# tests import no benchmarks module; tests/forked_cli.py has its own copy of what
+# benchmarks/forked_run.py does).
+SHARED: tuple[str, ...] = (
+    "benchmarks/__init__.py",
+    "benchmarks/tests/__init__.py",
+    "benchmarks/tests/collected.py",
+)
+# mutmut with the target's tests collected once (collected.py); --plain: mutmut as it is,
+# a new pytest.main per mutant (same verdicts, about N times the CPU: README.md)
+RUNNER = ("-m", "benchmarks.tests.collected")
+PLAIN = ("-m", "mutmut")
 
 
 def _workspace(t: Target, base: Path) -> Path:
@@ -230,7 +239,12 @@ def _workspace(t: Target, base: Path) -> Path:
 
 
 def run_target(
-    t: Target, base: Path, children: int, recorded: dict[str, object], reuse: bool = False
+    t: Target,
+    base: Path,
+    children: int,
+    recorded: dict[str, object],
+    reuse: bool = False,
+    plain: bool = False,
 ) -> Result:
     ws = base / t.name
     started = time.monotonic()
@@ -239,7 +253,8 @@ def run_target(
     else:
         ws = _workspace(t, base)
         env = {**os.environ, "PYTHONPATH": str(ws)}
-        cmd = [sys.executable, "-m", "mutmut", "run", "--max-children", str(children)]
+        cmd = [sys.executable, *(PLAIN if plain else RUNNER), "run"]
+        cmd += ["--max-children", str(children)]
         cmd += list(t.functions)
         proc = subprocess.run(cmd, cwd=ws, env=env, capture_output=True, text=True)
     res = Result(t.name, seconds=time.monotonic() - started)
@@ -286,6 +301,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--reuse", action="store_true", help="with --keep: score the kept runs, run nothing"
     )
+    ap.add_argument(
+        "--plain", action="store_true", help="plain mutmut: a new pytest.main per mutant"
+    )
     args = ap.parse_args(argv)
     names = [n for n in args.only.split(",") if n] or (list(FAST) if args.fast else [])
     targets = [t for t in TARGETS if not names or t.name in names]
@@ -301,12 +319,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for t in targets:
             rec = record.get(t.name, {})
-            res = run_target(t, base, args.children, rec, reuse=args.reuse)
+            res = run_target(t, base, args.children, rec, reuse=args.reuse, plain=args.plain)
             if args.reuse and args.record and rec.get("seconds"):
                 res.seconds = float(rec["seconds"])  # type: ignore[arg-type]
             want = float(rec.get("score", 0.0))  # type: ignore[arg-type]
             # a recorded equivalent mutant that no longer exists: the code changed, review
-            stale = sorted(set(rec.get("equivalent", {})) - res.keys)  # type: ignore[arg-type]
+            stale = sorted(set(rec.get("equivalent", {})) - res.keys)  # type: ignore[call-overload]
             counts = ", ".join(f"{k} {v}" for k, v in sorted(res.counts.items()))
             print(
                 f"{t.name}: {res.total} mutants ({counts}), {len(res.equivalent)} equivalent, "
