@@ -30,6 +30,7 @@ pytestmark = pytest.mark.slurm
 REPO = Path(__file__).resolve().parents[2]
 CONF = "/etc/slurm-nodes/slurm.conf"
 NODES = [f"c{i}" for i in range(1, 9)]
+PAIRS = "c[1-4]"  # the pairs campaign's nodes
 FAULT = REPO / "scripts" / "slurm-fault.sh"
 # Every campaign here: CPU ranks, all_reduce only, a quick poll, noise-proof outliers (a
 # slowed node is 90 % below its peers; CPU-load noise on a shared machine mostly stays
@@ -159,27 +160,34 @@ def test_faults_are_real_qdiscs_and_rules(cluster: dict[str, str]) -> None:
 
 
 def test_accept_pairs_names_the_slowed_node(cluster: dict[str, str], tmp_path: Path) -> None:
+    # Four of the eight nodes: 6 pair jobs in 3 rounds of 2 side by side. Over all eight the
+    # campaign is 28 jobs in 7 rounds (56 task starts, each importing torch: ~190 CPU-s of
+    # CI's two cores) and tells nothing more of the campaign: the rounds of 8 and of 1024
+    # nodes are tests/campaigns/test_plans.py's, and halving and per-node run over all 8.
     fault("c3", "slow")
     try:
-        res, wall = campaign(cluster, tmp_path, *accept_args("pairs"))
+        res, wall = campaign(
+            cluster, tmp_path, *accept_args("pairs", f"launcher.nodelist='{PAIRS}'")
+        )
     finally:
         fault("c3", "clear")
-    print(f"pairs over 8 nodes: {wall:.0f} s")
+    print(f"pairs over 4 nodes: {wall:.0f} s")
     assert res.returncode == 1, res.stdout[-3000:] + res.stderr[-2000:]
     group = only_dir(tmp_path)
     checks = failed_checks(group)
     (node,) = [c for c in checks if c["basis"] == "pairs node"]
-    assert node["subject"] == "c3" and node["message"].startswith("all 7 of its pairs are slow")
+    assert node["subject"] == "c3" and node["message"].startswith("all 3 of its pairs are slow")
     outliers = {c["subject"] for c in checks if c["basis"] == "pairs outlier"}
-    assert {f"c{i}+c3" if i < 3 else f"c3+c{i}" for i in (1, 2, 4, 5, 6, 7, 8)} <= outliers
+    assert outliers == {"c1+c3", "c2+c3", "c3+c4"}
     # The fabric: c3's row is about a tenth of the others, and outlined as outliers.
     (fabric_path,) = group.rglob("fabric.json")
     fabric = json.loads(fabric_path.read_text())
-    assert fabric["nodes"] == NODES and fabric["suspects"] == {"c3": 7}
+    assert fabric["nodes"] == NODES[:4] and fabric["suspects"] == {"c3": 3}
     row = fabric["matrix"][2]
     others = [
         v for i, r in enumerate(fabric["matrix"]) for j, v in enumerate(r) if 2 not in (i, j) and v
     ]
+    assert len(others) == 6  # c1+c2, c1+c4, c2+c4, each way
     assert row[2] is None and max(row[:2] + row[3:]) < 0.3 * statistics.median(others)
     assert (fabric_path.parent / "fabric.svg").read_text().count("<svg") == 1
 
