@@ -59,12 +59,14 @@ class ParquetRows:
         keys, and the column ``@facts`` names the facts (joined again by read_parquet).
         The columns are made a batch at a time from the lines (most fields are the
         base's)."""
-        if self._batch:
-            raise ValueError("ParquetRows: rows and lines of rows are not mixed")
-        if FACTS_KEY not in self._names:
-            self._names.append(FACTS_KEY)
-        self._lines.append((base, line))
-        if len(self._lines) >= PARQUET_BATCH:
+        lines = self._lines
+        if not lines:  # a batch's first line (not a look through the names every line)
+            if self._batch:
+                raise ValueError("ParquetRows: rows and lines of rows are not mixed")
+            if FACTS_KEY not in self._names:
+                self._names.append(FACTS_KEY)
+        lines.append((base, line))
+        if len(lines) >= PARQUET_BATCH:
             self._flush()
 
     def _line_columns(self, pa: Any) -> list[Any]:
