@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+from operator import itemgetter
 from typing import Any
 
 from gpulane.collectives.nccl_tests.model import Columns, Measurement, TableLine
@@ -250,6 +251,90 @@ def _whole_reader(cols: list[tuple[str, int]]) -> tuple[re.Pattern[str], tuple[A
         known = (cols, pattern, tuple(_CONVERT.get(c, float) for c, _ in cols))
         _WHOLE[id(cols)] = known
     return known[1], known[2]
+
+
+def whole_line(cols: list[tuple[str, int]], columns: Columns, line: str) -> TableLine | None:
+    """The table line (its results, ``line`` 0, ``complete``) of a line that the pattern of
+    :func:`take_whole` reads whole, built from the tokens it captured by a plan made once
+    per layout: the values :func:`table_start` and :func:`measurements` would give for
+    take_whole's values, without a (column, placement, value, token) tuple per value or
+    the dicts they gather them in. None where the pattern refuses the line (take_whole's
+    token reader is left to the caller)."""
+    pattern, convert, plan = _line_plan(cols, columns)
+    found = pattern.fullmatch(line)
+    if found is None:
+        return None
+    toks = found.groups()
+    if len(max(toks, key=len)) > _LONGEST:
+        return None
+    vals = [read(tok) for read, tok in zip(convert, toks, strict=True)]
+    vals.append(None)  # what a column the layout lacks reads as (index -1)
+    size, count, dtype, redop, root, date, clock = plan.pre(vals)
+    tl = TableLine(0, int(size), count, dtype, redop, root)
+    if date is not None and clock is not None:
+        tl.timestamp = f"{date} {clock}"
+    cputime = columns.cputime
+    for in_place, numbers, names, printed in plan.groups:
+        t, a, b, lo, hi, p99, cv, w, e = numbers(vals)
+        # absent, N/A, inf or nan: None (v - v is 0.0 for a finite float only)
+        tl.results.append(
+            Measurement(
+                in_place,
+                None if t is None or t - t != 0.0 else t,
+                None if a is None or a - a != 0.0 else a,
+                None if b is None or b - b != 0.0 else b,
+                None if w is None or not math.isfinite(w) else int(w),
+                None if e is None else float(e),
+                cputime,
+                None if lo is None or lo - lo != 0.0 else lo,
+                None if hi is None or hi - hi != 0.0 else hi,
+                None if p99 is None or p99 - p99 != 0.0 else p99,
+                None if cv is None or cv - cv != 0.0 else cv,
+                None,
+                dict(zip(names, printed(toks), strict=True)),
+            )
+        )
+    return tl
+
+
+class _Plan:
+    """Where a layout's values stand in a whole line's values (-1: the layout lacks it)."""
+
+    def __init__(self, cols: list[tuple[str, int]], columns: Columns) -> None:
+        at = {col: k for k, col in enumerate(cols)}
+        pre = ("size", "count", "type", "redop", "root", "date", "clock")
+        self.pre = itemgetter(*(at.get((c, -1), -1) for c in pre))
+        self.groups: list[tuple[bool, Any, tuple[str, ...], Any]] = []
+        for g in range(len(columns.groups)):
+            mine = [(k, c) for k, (c, gg) in enumerate(cols) if gg == g]
+            names = tuple(c for _, c in mine)
+            numbers = itemgetter(*(at.get((c, g), -1) for c in (*_FLOATS, "wrong", "error")))
+            printed = _getter([k for k, _ in mine])
+            self.groups.append((g == 1, numbers, names, printed))
+
+
+def _getter(indexes: list[int]) -> Any:
+    """The items at ``indexes`` as a tuple (itemgetter's for one is the item itself)."""
+    if len(indexes) == 1:
+        return lambda items: (items[indexes[0]],)
+    return itemgetter(*indexes)
+
+
+# layout id -> (the layout, its Columns, its pattern, converters and plan)
+_PLANS: dict[int, tuple[list[tuple[str, int]], Columns, tuple[re.Pattern[str], Any, _Plan]]] = {}
+
+
+def _line_plan(
+    cols: list[tuple[str, int]], columns: Columns
+) -> tuple[re.Pattern[str], tuple[Any, ...], _Plan]:
+    known = _PLANS.get(id(cols))
+    if known is None or known[0] is not cols or known[1] is not columns:
+        if len(_PLANS) >= 64:  # layouts of a long run of logs: keep a few
+            _PLANS.clear()
+        pattern, convert = _whole_reader(cols)
+        known = (cols, columns, (pattern, convert, _Plan(cols, columns)))
+        _PLANS[id(cols)] = known
+    return known[2]
 
 
 def take(

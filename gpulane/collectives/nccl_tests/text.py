@@ -26,6 +26,7 @@ from gpulane.collectives.nccl_tests.table import (
     take,
     take_whole,
     to_int,
+    whole_line,
 )
 from gpulane.errors import ParseError
 from gpulane.topology.nccl_info import NcclLineReader
@@ -297,6 +298,11 @@ class TextReader:
             return self.pending is not None and self._failure(line.strip(), i, None)
         cols = run.columns.flat_cached
         if self.pending is None:
+            fast = whole_line(cols, run.columns, line)  # most lines of a table
+            if fast is not None:
+                fast.line = i
+                run.add_line(fast)
+                return True
             whole = take_whole(cols, line)
             if whole is None:
                 cols = self._line_cols(line)
