@@ -100,6 +100,23 @@ class TextReader:
     # -- main loop
     def feed(self, number: int, raw: str) -> None:
         self.number = number
+        cur = self.cur
+        if (
+            cur is not None
+            and cur.stage == _ST_TABLE
+            and self.pending is None
+            and cur.columns is not None
+            and "NCCL" not in raw
+        ):
+            # Most lines of a log: a whole table line, read as _table_line reads it first
+            # (a line with a launcher tag, a NUL or other output is no match: read below).
+            fast = whole_line(cur.columns.flat_cached, cur.columns, raw.rstrip("\r\n"))
+            if fast is not None:
+                self.last_hash = False
+                fast.line = number
+                cur.add_line(fast)
+                self._ready_early(cur)
+                return
         line = strip_launcher_tag(raw.replace("\x00", "").rstrip("\r\n"))
         stripped = line.strip()
         if not stripped:
@@ -111,7 +128,10 @@ class TextReader:
             self._hash_line(stripped, number)
         elif not self._table_line(line, number):
             self._other_line(stripped, number)
-        cur = self.cur
+        self._ready_early(self.cur)
+
+    def _ready_early(self, cur: TestRun | None) -> None:
+        """Hand over a run whose table reached ``hand_over`` lines (see the module)."""
         if (
             self.hand_over
             and cur is not None
