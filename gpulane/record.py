@@ -249,6 +249,8 @@ _ENCODE_COMPACT = _Encoder(json.JSONEncoder(default=str, separators=(",", ":")))
 # extra), without the check for a dict that holds itself (a mark per dict encoded).
 _ENCODE_LINE = _Encoder(json.JSONEncoder(default=str, separators=(",", ":"), check_circular=False))
 
+_C_LINE = _ENCODE_LINE._c  # see RowWriter.write_line
+
 
 def rows_file(run_dir: str | os.PathLike[str]) -> Path:
     """A run directory's rows (JSON Lines)."""
@@ -363,7 +365,9 @@ class RowWriter:
             self._fh.write(_ENCODE_LINE(line) + "\n")
             return
         held = self._held
-        held.append(_ENCODE_LINE(line))
+        # its C encoder called directly: it keeps no marks (check_circular off), so there
+        # is nothing to reset after a failure, as _Encoder does
+        held.append(_ENCODE_LINE(line) if _C_LINE is None else "".join(_C_LINE(line, 0)))
         if len(held) >= _HELD_LINES:
             self._write_held()
 

@@ -39,3 +39,16 @@ def test_sync_writer_writes_each_line_at_once(tmp_path):
         assert _lines(tmp_path / "rows.jsonl") == [{"@facts": 0, "extra": {"line": 7}}]
     finally:
         w.close()
+
+
+def test_a_held_line_is_the_text_the_line_encoder_gives(tmp_path):
+    from pathlib import PurePosixPath
+
+    from gpulane.record import _ENCODE_LINE
+
+    line = {"@facts": 3, "time_us": 1.5, "busbw_gbps": float("inf"), "path": PurePosixPath("/x")}
+    line["extra"] = {"line": 9, "note": 'é"'}
+    with RowWriter(tmp_path, sync=False) as w:
+        w.write_line(line)
+    assert (tmp_path / "rows.jsonl").read_text() == _ENCODE_LINE(line) + "\n"
+    assert '"path":"/x"' in _ENCODE_LINE(line)  # default=str, as rows.jsonl had it
