@@ -10,7 +10,8 @@ Parts: ``slurm jobs`` (under slurmstepd: the batch scripts and the tasks of ever
 job), ``tests`` (under pytest: its workers, the CLI calls, their ranks and fork servers,
 mpirun, Chromium), ``checks`` (ruff, mypy, the README figures, the mutation gate: under the
 ``bash -c`` that scripts/test.sh starts with nice), ``setup`` (the rest of .ci/run: apt,
-pip, compileall, slurm-up). Daemons that outlive the run (slurmctld, slurmd, munged,
+pip, compileall, slurm-up), ``outside the run`` (other shells' processes meanwhile).
+Daemons that outlive the run (slurmctld, slurmd, munged,
 mariadbd) have no record: their CPU is what /proc/stat saw beyond these.
 """
 
@@ -46,7 +47,9 @@ def read(path: str) -> dict[int, Proc]:
     return procs
 
 
-def part_of(proc: Proc, procs: dict[int, Proc], pytest_pid: int, checks_pid: int) -> str:
+def part_of(
+    proc: Proc, procs: dict[int, Proc], pytest_pid: int, checks_pid: int, run_pid: int
+) -> str:
     seen = 0
     p: Proc | None = proc
     while p is not None and seen < 200:
@@ -56,9 +59,13 @@ def part_of(proc: Proc, procs: dict[int, Proc], pytest_pid: int, checks_pid: int
             return "tests"
         if p.pid == checks_pid:
             return "checks"
+        if p.pid == run_pid:
+            return "setup"
         p = procs.get(p.ppid)
         seen += 1
-    return "setup"
+    # not from the run: what else ran on the machine meanwhile (another shell's commands),
+    # or a process whose parent left no record
+    return "outside the run"
 
 
 def main(path: str) -> None:
@@ -95,7 +102,7 @@ def main(path: str) -> None:
     parts: Counter[str] = Counter()
     comms: Counter[tuple[str, str]] = Counter()
     for p in procs.values():
-        part = part_of(p, procs, pytest_pid, checks_pid)
+        part = part_of(p, procs, pytest_pid, checks_pid, test_sh)
         parts[part] += p.cpu
         comms[(part, p.comm)] += p.cpu
     print(f"total {sum(parts.values()):.0f} CPU-s in {len(procs)} processes")
