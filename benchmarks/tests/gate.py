@@ -9,7 +9,9 @@ score against the one recorded in ``benchmarks/tests/mutation.json``.
 
 Each target runs in a scratch copy of the repository (mutmut 3 mutates in place under
 ``mutants/``), with only the tests that exercise that module, so that a target takes
-seconds to minutes instead of the whole suite per mutant. A mutant counts as:
+seconds to minutes instead of the whole suite per mutant, and through ``collected.py``
+(mutmut with those tests collected once; ``--plain``: a new pytest.main per mutant, as
+mutmut runs them; the same verdicts). A mutant counts as:
 
 - killed: a selected test failed, timed out or crashed with it;
 - equivalent: listed under the target's ``equivalent`` in mutation.json with why (the
