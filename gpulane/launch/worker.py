@@ -13,6 +13,7 @@ import inspect
 import os
 import sys
 import typing
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,17 @@ from gpulane.errors import GpulaneError
 from gpulane.launch.registry import discover as discover_launchers
 from gpulane.rank import RankContext, discover, make_context
 from gpulane.rundir import write_rank_error
+
+# A rank forked from the server of launch/forked.py runs the command's `-m` module again
+# as __mp_main__ after the server imported it (main_preload: so that a rank re-runs its
+# few lines, its imports cached). runpy warns of that on every rank of `python -m
+# gpulane.cli`; the second run is the intended one.
+warnings.filterwarnings(
+    "ignore",
+    message=r"'[\w.]+' found in sys.modules after import of package",
+    category=RuntimeWarning,
+    module="runpy",
+)
 
 
 def command(job: str, run_dir: str | Path) -> list[str]:

@@ -124,3 +124,20 @@ def sleep_job(cfg: Any, ctx: Any) -> None:
     import time
 
     time.sleep(120)
+
+
+def test_ranks_of_python_m_gpulane_cli_say_no_runpy_warning(tmp_path: Path) -> None:
+    """`python -m gpulane.cli`: the server imported the module, and each forked rank runs
+    it again as __mp_main__ (main_preload); runpy's warning of that is not the user's."""
+    import subprocess
+
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.run(
+        [sys.executable, "-m", "gpulane.cli", "sweep", "device=cpu", "ranks=2",
+         "sizes.min=8", "sizes.max=64", "progress=false", f"results_dir={tmp_path}"],
+        cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(root)},
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "RuntimeWarning" not in proc.stderr, proc.stderr[-2000:]
+    assert rows_of(next(p for p in tmp_path.iterdir() if p.is_dir()))  # it measured
