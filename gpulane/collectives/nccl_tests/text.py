@@ -108,8 +108,9 @@ class TextReader:
             and cur.columns is not None
             and "NCCL" not in raw
         ):
-            # Most lines of a log: a whole table line, read as _table_line reads it first
-            # (a line with a launcher tag, a NUL or other output is no match: read below).
+            # Most lines of a log: a whole table line, as _table_line would read it (the same
+            # TableLine: tests/collectives/nccl_tests/test_table_whole.py); a line with a
+            # launcher tag, a NUL or other output is no match, and is read below.
             fast = whole_line(cur.columns.flat_cached, cur.columns, raw.rstrip("\r\n"))
             if fast is not None:
                 self.last_hash = False
@@ -318,11 +319,6 @@ class TextReader:
             return self.pending is not None and self._failure(line.strip(), i, None)
         cols = run.columns.flat_cached
         if self.pending is None:
-            fast = whole_line(cols, run.columns, line)  # most lines of a table
-            if fast is not None:
-                fast.line = i
-                run.add_line(fast)
-                return True
             whole = take_whole(cols, line)
             if whole is None:
                 cols = self._line_cols(line)
