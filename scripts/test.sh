@@ -28,7 +28,7 @@ fi
 python3 -m compileall -q -j 0 gpulane
 
 # Lint, types, the README figures (~20 s) and the mutation gate of the fast core targets
-# (spec, pattern+values, paths: ~1.5 min on a 2-core VM, against
+# (spec, pattern+values, paths: ~1 min on a 2-core VM, against
 # benchmarks/tests/mutation.json; the whole gate, every target, ~25 min, is
 # `python3 -m benchmarks.tests.gate`, run by hand when the core changes) run beside the
 # Slurm start and the tests: they read the sources and write nothing the tests read (the

@@ -199,6 +199,9 @@ class Result:
         return self.counts["killed"] / judged if judged else 1.0
 
 
+TIMEOUT_MULTIPLIER = 5
+
+
 def _config(t: Target) -> str:
     def arr(items: tuple[str, ...] | list[str]) -> str:
         return "[" + ", ".join(json.dumps(i) for i in items) + "]"
@@ -210,6 +213,11 @@ def _config(t: Target) -> str:
         f"pytest_add_cli_args_test_selection = {arr(t.tests)}\n"
         'pytest_add_cli_args = ["-p", "no:cacheprovider", "-q", "-x", "--timeout", "120"]\n'
         "use_git_change_detection = false\n"
+        # A mutant's limit is (its tests' clean seconds + 1) x this x 2 CPU-s. At mutmut's
+        # 15 a mutant that never ends (pattern's loops over CHUNK) spun ~16 s of wall and
+        # CPU before it counted as killed; its tests take a fraction of a second clean, so
+        # 5 still lets a mutant run 5 times its tests' time plus 10 s before it is killed
+        f"timeout_multiplier = {TIMEOUT_MULTIPLIER}\n"
     )
 
 
